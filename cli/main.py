@@ -1,0 +1,196 @@
+"""`hs`: the command line of harness-s (typer). Each command is a thin shell over flows/domain.
+
+Known user errors (bad config, missing data, unreachable database or model) print one line
+saying how to fix them and exit with status 2; nothing already recorded is touched.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _key, _value in {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}.items():
+    os.environ.setdefault(_key, _value)
+
+import functools  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Annotated, Optional  # noqa: E402
+
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+
+from cli import views  # noqa: E402
+
+app = typer.Typer(help="harness-s: learning from sibling harnesses.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+db_app = typer.Typer(help="Trajectory database.", no_args_is_help=True)
+env_app = typer.Typer(help="Benchmark environments.", no_args_is_help=True)
+data_app = typer.Typer(help="Benchmark data.", no_args_is_help=True)
+traj_app = typer.Typer(help="Inspect stored trajectories.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(env_app, name="env")
+app.add_typer(data_app, name="data")
+app.add_typer(traj_app, name="traj")
+console = Console()
+
+
+def user_errors(fn):
+    """Turn the platform's known user-facing errors into one line and exit status 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from configs.schema import ConfigError
+        from db.engine import DatabaseError
+        from envs.base import DataError
+        from harness_pool.spec import HarnessError
+        from rl.policy import PolicyError
+
+        try:
+            return fn(*args, **kwargs)
+        except (ConfigError, DataError, DatabaseError, HarnessError, PolicyError, LookupError) as exc:
+            Console(stderr=True).print(f"[red]error:[/red] {exc}", markup=True, highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _benchmark(name: str) -> str:
+    from configs.schema import ConfigError
+
+    if name != "dbbench":
+        raise ConfigError(f"unknown benchmark '{name}': the platform has 'dbbench'")
+    return name
+
+
+@db_app.command("upgrade")
+@user_errors
+def db_upgrade(url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None):
+    """Create or migrate the trajectory database to the latest schema."""
+    from db.engine import check_database, database_url, mask_url, upgrade
+
+    target = url or database_url()
+    check_database(target)
+    upgrade(target)
+    console.print(f"database at {mask_url(target)} is at the latest revision")
+
+
+@env_app.command("check-gold")
+@user_errors
+def check_gold(benchmark: str = typer.Argument("dbbench"),
+               split: Annotated[str, typer.Option(help="dev or standard")] = "dev",
+               backend: Annotated[str, typer.Option(help="sqlite or mysql")] = "sqlite",
+               limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None):
+    """Replay the gold answers through the environment and verifier; prints agreement per type."""
+    from envs.dbbench.gold import check_gold as run_check
+
+    _benchmark(benchmark)
+    report = run_check(split, backend=backend, limit=limit)
+    for line in report.format_lines():
+        console.print(line, highlight=False)
+
+
+@data_app.command("build-train")
+@user_errors
+def build_train(benchmark: str = typer.Argument("dbbench"),
+                seed: Annotated[int, typer.Option(help="Generator seed")] = 0,
+                n_tasks: Annotated[int, typer.Option("--n", help="Number of tasks")] = 400,
+                out: Annotated[Optional[Path], typer.Option(help="Output JSONL; default $HS_GENERATED_DIR/dbbench/train.jsonl")] = None):
+    """Generate the training split over the real tables (never reusing a test description)."""
+    from envs.dbbench.train_split import build_train_split
+
+    _benchmark(benchmark)
+    target = out or Path(os.environ.get("HS_GENERATED_DIR", ".hs/data")) / "dbbench" / "train.jsonl"
+    records = build_train_split(target, seed=seed, n_tasks=n_tasks)
+    console.print(f"wrote {len(records)} training tasks to {target}")
+
+
+@app.command("eval")
+@user_errors
+def eval_cmd(
+    config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/eval_dbbench.yaml)")] = None,
+    benchmark: Annotated[str, typer.Option(help="Benchmark")] = "dbbench",
+    split: Annotated[Optional[str], typer.Option(help="dev (validation) or standard (test)")] = None,
+    harness: Annotated[Optional[str], typer.Option(help="Harness name or YAML path")] = None,
+    k: Annotated[Optional[int], typer.Option(help="Rollouts per task and seed")] = None,
+    seeds: Annotated[Optional[int], typer.Option(help="Independent runs")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None,
+    backend: Annotated[Optional[str], typer.Option(help="SQL backend: sqlite or mysql")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Policy model name or HF directory")] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help="Rollout groups in flight")] = None,
+    database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
+):
+    """Evaluate a frozen policy under one harness: Pass@k / Avg@k, every trajectory stored."""
+    from configs.schema import EvalConfig, load_config, parse_override
+
+    _benchmark(benchmark)
+    overrides = {"split": split, "harness": harness, "k": k, "seeds": seeds, "limit": limit,
+                 "env.backend": backend, "policy.model": model, "group_concurrency": concurrency}
+    overrides.update(dict(parse_override(item) for item in set_ or []))
+    cfg = load_config(EvalConfig, config, overrides)
+    _preflight(cfg, database_url)
+    from flows.evaluate import evaluate
+
+    result = evaluate(cfg, database_url=database_url)
+    views.print_metrics(console, cfg, result)
+
+
+def _preflight(cfg, database_url: str | None) -> None:
+    """Fail fast, before Prefect starts, on a broken harness, missing data or unreachable database."""
+    from db.engine import check_database, database_url as default_url
+    from envs.dbbench.data import load_split
+    from harness_pool.spec import load_harness
+    from rl.model_store import resolve_model
+
+    load_harness(cfg.harness, cfg.env.benchmark)
+    load_split(cfg.split, data_dir=cfg.env.data_dir, limit=1)
+    check_database(database_url or default_url())
+    if cfg.policy.backend == "transformers":
+        resolve_model(cfg.policy.model)
+
+
+@traj_app.command("list")
+@user_errors
+def traj_list(run: Annotated[Optional[str], typer.Option(help="Run id")] = None,
+              task: Annotated[Optional[str], typer.Option(help="Benchmark task id, e.g. dbbench/dev/0003")] = None,
+              success: Annotated[Optional[bool], typer.Option("--success/--failed", help="Filter by outcome")] = None,
+              limit: Annotated[int, typer.Option(help="Rows")] = 30,
+              database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
+    """List trajectories, newest first."""
+    from db import store
+    from db.engine import check_database, database_url as default_url, make_engine, session_scope
+
+    url = database_url or default_url()
+    check_database(url)
+    with session_scope(make_engine(url)) as session:
+        rows = store.list_trajectories(session, run_id=run, bench_task_id=task, success=success, limit=limit)
+        views.print_trajectory_table(console, rows)
+
+
+@traj_app.command("show")
+@user_errors
+def traj_show(trajectory_id: str,
+              tokens: Annotated[bool, typer.Option(help="Also print token ids with their loss mask")] = False,
+              database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
+    """Show one trajectory turn by turn; masked (non-policy) spans are dimmed, policy text is green."""
+    from db import store
+    from db.engine import check_database, database_url as default_url, make_engine, session_scope
+
+    url = database_url or default_url()
+    check_database(url)
+    with session_scope(make_engine(url)) as session:
+        views.print_trajectory(console, store.get_trajectory(session, trajectory_id), tokens)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

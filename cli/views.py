@@ -1,0 +1,61 @@
+"""Rich renderings for the CLI: metrics tables and trajectories with their loss-mask spans."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+
+def _pm(block: dict) -> str:
+    return f"{block['mean']:.2f} ± {block['std']:.2f}"
+
+
+def print_metrics(console: Console, cfg, result: dict) -> None:
+    k = cfg.k
+    table = Table(title=f"{cfg.env.benchmark} {cfg.split} · harness {cfg.harness} · {cfg.seeds} seeds · k={k}")
+    for col in ("task type", "tasks", f"Pass@{k} (%)", f"Avg@{k} (%)"):
+        table.add_column(col, justify="right" if col != "task type" else "left")
+    for name, block in result["per_type"].items():
+        table.add_row(name, str(block["n_tasks"]), _pm(block["pass"]), _pm(block["avg"]))
+    overall = result["overall"]
+    table.add_row("[bold]overall", str(overall["n_tasks"]), f"[bold]{_pm(overall['pass'])}", f"[bold]{_pm(overall['avg'])}")
+    console.print(table)
+    console.print(f"run {result['run_id']} · evaluation {result['evaluation_id']}")
+    console.print(f"Pass@{k}: {_pm(overall['pass'])}  Avg@{k}: {_pm(overall['avg'])}", highlight=False)
+
+
+def print_trajectory_table(console: Console, rows) -> None:
+    table = Table(title="trajectories")
+    for col in ("id", "run", "bench task", "harness", "#", "ok", "failure", "turns", "tokens"):
+        table.add_column(col)
+    for t in rows:
+        table.add_row(t.id[:12], t.run_id[:24], t.bench_task_id, t.harness_id[:8], str(t.sample_index),
+                      "yes" if t.success else "no", t.failure_kind or "", str(t.n_turns), str(t.n_policy_tokens))
+    console.print(table)
+
+
+def print_trajectory(console: Console, traj, tokens: bool = False) -> None:
+    console.print(Panel.fit(
+        f"trajectory {traj.id}\nrun {traj.run_id} · task {traj.bench_task_id} · harness {traj.harness_id[:12]} "
+        f"· sample {traj.sample_index} · checkpoint {traj.checkpoint}\n"
+        f"success {traj.success} · reward {traj.reward} · failure {traj.failure_kind} · end {traj.finish_reason}\n"
+        f"answer {traj.answer} · tags {traj.behaviour_tags} · {traj.seconds_total:.1f}s "
+        f"(generate {traj.seconds_generate:.1f}s, env {traj.seconds_env:.2f}s)"))
+    for turn in sorted(traj.turns, key=lambda t: t.index):
+        console.rule(f"turn {turn.index} · action {turn.action_kind} · {len(turn.context_ids)} masked + "
+                     f"{len(turn.completion_ids)} policy tokens")
+        body = Text()
+        body.append(turn.context_text, style="dim")
+        body.append(turn.completion_text, style="bold green")
+        console.print(body)
+        if turn.observation is not None:
+            console.print(Text("observation: " + turn.observation, style="cyan"))
+        for event in turn.hook_events or []:
+            console.print(Text(f"hook {event}", style="magenta"))
+        if tokens:
+            ids = list(turn.context_ids) + list(turn.completion_ids)
+            console.print(" ".join(f"{i}{'*' if m else ''}" for i, m in zip(ids, turn.loss_mask)), highlight=False)
+    console.print("[dim]dim = context (loss mask 0)[/dim] · [bold green]green = policy tokens (loss mask 1)[/bold green]"
+                  + (" · * = mask 1" if tokens else ""))

@@ -1,0 +1,128 @@
+"""Experiment configuration: frozen pydantic models, one source of truth per setting.
+
+Configs live as YAML in configs/; CLI flags override single fields ("--set a.b=value" for any
+field, named flags for the common ones). Every error names the field and says how to fix it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+CONFIG_DIR = Path(__file__).parent
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message is one line naming the field and the fix."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PolicyConfig(_Frozen):
+    backend: Literal["transformers", "openai"] = Field(
+        default="transformers", description="Policy backend: local transformers model or an OpenAI-compatible API.")
+    model: str = Field(
+        default="smollm2-135m",
+        description="transformers: a built-in name ('smollm2-135m') or a local HF model directory; "
+        "openai: the served model name.")
+    device: str = Field(default="cpu", description="Torch device for the transformers backend ('cpu', 'cuda', 'cuda:1').")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Weights dtype.")
+    base_url: str | None = Field(default=None, description="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.")
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
+
+    @model_validator(mode="after")
+    def _openai_needs_url(self) -> PolicyConfig:
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("backend 'openai' needs policy.base_url (e.g. http://127.0.0.1:8000/v1)")
+        return self
+
+
+class SamplingConfig(_Frozen):
+    temperature: float = Field(default=0.8, ge=0.0, le=5.0, description="Sampling temperature; 0 = greedy.")
+    top_p: float = Field(default=0.95, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_new_tokens: int = Field(default=160, ge=1, le=8192, description="Token budget of one policy reply.")
+
+
+class EnvConfig(_Frozen):
+    benchmark: Literal["dbbench"] = Field(default="dbbench", description="Benchmark name.")
+    backend: Literal["sqlite", "mysql"] = Field(
+        default="sqlite", description="SQL engine for each rollout's private database: embedded SQLite or MySQL/MariaDB.")
+    mysql_url: str | None = Field(
+        default=None, description="MySQL/MariaDB server URL (mysql://user:pass@host:port); default $HS_MYSQL_URL or local root.")
+    max_rounds: int = Field(default=15, ge=1, le=100, description="Policy turns per episode before it is cut off.")
+    data_dir: str | None = Field(default=None, description="Folder holding dbbench/{dev,standard}.jsonl; default $HS_DATA_DIR.")
+
+
+class EvalConfig(_Frozen):
+    name: str = Field(default="eval", description="Run name prefix; the run id is derived from the whole config.")
+    split: Literal["dev", "standard", "train"] = Field(default="dev", description="dev = validation, standard = test.")
+    harness: str = Field(default="h0", description="Built-in harness name or path to a harness YAML.")
+    k: int = Field(default=3, ge=1, le=64, description="Rollouts per task and seed (Pass@k / Avg@k).")
+    seeds: int = Field(default=3, ge=1, le=20, description="Independent runs; mean and std are over seeds.")
+    limit: int | None = Field(default=None, ge=1, description="Evaluate only the first N tasks of the split.")
+    checkpoint: str = Field(default="base", description="Label of the policy weights, recorded with every trajectory.")
+    group_concurrency: int = Field(
+        default=1, ge=1, le=64, description="Rollout groups run at once by the Prefect task runner.")
+    results_dir: str = Field(
+        default=".hs/prefect-results",
+        description="Where Prefect persists task results; must be storage every worker shares.")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Which policy to evaluate.")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Sampling settings.")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
+
+
+def _set_path(data: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = data
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"cannot set '{dotted}': '{key}' is not a section")
+    node[keys[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise ConfigError(f"override '{text}' must look like field.path=value (e.g. sampling.temperature=0.7)")
+    key, raw = text.split("=", 1)
+    return key.strip(), yaml.safe_load(raw) if raw.strip() else None
+
+
+def load_config(model: type[BaseModel], path: str | Path | None = None,
+                overrides: dict[str, Any] | None = None) -> BaseModel:
+    """Load `model` from a YAML file (or defaults), apply dotted overrides, validate."""
+    data: dict[str, Any] = {}
+    where = "defaults"
+    if path is not None:
+        where = str(path)
+        p = Path(path)
+        if not p.exists():
+            raise ConfigError(f"config file {p} not found: pass an existing YAML (see configs/)")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p}: not valid YAML ({str(exc).splitlines()[0]}); fix the syntax") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{p}: expected a mapping of config fields at the top level")
+        data = loaded
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(data, key, value)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_error(exc, where)) from None
+
+
+def describe_error(exc: ValidationError, where: str) -> str:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    got = err.get("input")
+    got_text = "" if isinstance(got, dict) else f" (got {got!r})"
+    hint = "remove it (unknown field)" if err["type"] == "extra_forbidden" else "fix the value in the YAML or the flag"
+    return f"config error in {where}: field '{field}': {err['msg']}{got_text}; {hint}"

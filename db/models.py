@@ -1,0 +1,327 @@
+"""Typed ORM models of the trajectory database.
+
+One schema serves SQLite (single machine) and PostgreSQL (shared, multi-worker); the Alembic
+migrations in ``db/migrations`` create exactly this schema (a test compares them).
+
+Ownership: a run owns its rollout groups and evaluations; a group owns its trajectories; a
+trajectory owns its turns. Foreign keys carry ``ON DELETE CASCADE`` along those edges, and the
+ORM relationships use ``passive_deletes=True`` so that deleting a parent lets the database drop
+the children instead of loading them first. SQLite enforces foreign keys only when each
+connection enables them: open engines with :func:`db.engine.make_engine`.
+
+Benchmark instances are ``bench_tasks`` (``BenchTask``): the word "task" belongs to Prefect.
+Datetimes are timezone-aware UTC on both backends (SQLite stores them naive, in UTC).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+RUN_STATUSES = ("running", "completed", "failed")
+
+# Column widths. Hash ids are 64 hex chars at most (sha256); bench task ids are readable paths
+# such as "dbbench/dev/0007".
+HASH_ID = 64
+NAME = 200
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware, in UTC."""
+    return datetime.now(timezone.utc)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend.
+
+    PostgreSQL stores ``timestamptz``; SQLite has no time zones, so values are converted to UTC
+    and stored naive, then marked UTC again when read. Naive input is taken to be UTC already.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        value = value.astimezone(timezone.utc)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+# JSON that stores Python None as SQL NULL (not the JSON literal null), for nullable columns.
+NullableJSON = JSON(none_as_null=True)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UTCDateTime, dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Run(Base):
+    """One flow execution: an evaluation, a training run, an evolution round, ..."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN (" + ", ".join(f"'{s}'" for s in RUN_STATUSES) + ")", name="status"
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), index=True)
+    name: Mapped[str] = mapped_column(String(NAME))
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    prefect_flow_run_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None]
+
+    groups: Mapped[list[RolloutGroup]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
+    )
+    evaluations: Mapped[list[Evaluation]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    def __repr__(self) -> str:
+        return f"Run(id={self.id!r}, kind={self.kind!r}, name={self.name!r}, status={self.status!r})"
+
+
+class Harness(Base):
+    """A frozen harness spec; ``id`` is the sha256 of its canonical JSON (content address)."""
+
+    __tablename__ = "harnesses"
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    name: Mapped[str] = mapped_column(String(NAME))
+    benchmark: Mapped[str] = mapped_column(String(64), index=True)
+    parent_ids: Mapped[list[Any]] = mapped_column(default=list)
+    spec: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"Harness(id={self.id[:12]!r}, name={self.name!r}, benchmark={self.benchmark!r})"
+
+
+class BenchTask(Base):
+    """A benchmark instance (the paper's "task x"), e.g. ``dbbench/dev/0007``."""
+
+    __tablename__ = "bench_tasks"
+    __table_args__ = (Index(None, "benchmark", "split"),)
+
+    id: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    benchmark: Mapped[str] = mapped_column(String(64))
+    split: Mapped[str] = mapped_column(String(32))
+    index: Mapped[int] = mapped_column(Integer)
+    task_type: Mapped[str] = mapped_column(String(64))
+    tier: Mapped[str | None] = mapped_column(String(32))
+    description: Mapped[str] = mapped_column(Text)
+    record: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+    def __repr__(self) -> str:
+        return f"BenchTask(id={self.id!r}, task_type={self.task_type!r})"
+
+
+class RolloutGroup(Base):
+    """K rollouts of one policy checkpoint on one bench task (a GRPO group, or an eval group).
+
+    ``step`` is 0 for evaluations. ``harness_id`` is None when the group mixes harnesses (a
+    rescue group runs each rollout under a different sibling).
+    """
+
+    __tablename__ = "rollout_groups"
+    __table_args__ = (Index(None, "run_id", "step"),)
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    bench_task_id: Mapped[str] = mapped_column(ForeignKey("bench_tasks.id"), index=True)
+    harness_id: Mapped[str | None] = mapped_column(ForeignKey("harnesses.id"), index=True)
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    k: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(32))
+    checkpoint: Mapped[str] = mapped_column(String(NAME))
+    n_success: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    run: Mapped[Run] = relationship(back_populates="groups")
+    bench_task: Mapped[BenchTask] = relationship()
+    harness: Mapped[Harness | None] = relationship()
+    trajectories: Mapped[list[Trajectory]] = relationship(
+        back_populates="group",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="Trajectory.sample_index",
+    )
+
+    def __repr__(self) -> str:
+        return (
+            f"RolloutGroup(id={self.id[:12]!r}, step={self.step}, role={self.role!r}, "
+            f"bench_task_id={self.bench_task_id!r}, n_success={self.n_success}/{self.k})"
+        )
+
+
+class Trajectory(Base):
+    """One rollout: a policy acting under one harness on one bench task until it stops.
+
+    ``run_id`` and ``bench_task_id`` repeat the group's, so analyses filter without a join.
+    """
+
+    __tablename__ = "trajectories"
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    group_id: Mapped[str] = mapped_column(
+        ForeignKey("rollout_groups.id", ondelete="CASCADE"), index=True
+    )
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    bench_task_id: Mapped[str] = mapped_column(ForeignKey("bench_tasks.id"), index=True)
+    harness_id: Mapped[str] = mapped_column(ForeignKey("harnesses.id"), index=True)
+    sample_index: Mapped[int] = mapped_column(Integer)
+    checkpoint: Mapped[str] = mapped_column(String(NAME))
+    reward: Mapped[float] = mapped_column(Float)
+    success: Mapped[bool] = mapped_column(Boolean)
+    failure_kind: Mapped[str | None] = mapped_column(String(64))
+    finish_reason: Mapped[str | None] = mapped_column(String(64))
+    answer: Mapped[Any | None] = mapped_column(NullableJSON)
+    n_turns: Mapped[int] = mapped_column(Integer, default=0)
+    n_policy_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    behaviour_tags: Mapped[list[Any]] = mapped_column(default=list)
+    seconds_total: Mapped[float] = mapped_column(Float, default=0.0)
+    seconds_generate: Mapped[float] = mapped_column(Float, default=0.0)
+    seconds_env: Mapped[float] = mapped_column(Float, default=0.0)
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    group: Mapped[RolloutGroup] = relationship(back_populates="trajectories")
+    run: Mapped[Run] = relationship()
+    bench_task: Mapped[BenchTask] = relationship()
+    harness: Mapped[Harness] = relationship()
+    turns: Mapped[list[Turn]] = relationship(
+        back_populates="trajectory",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="Turn.index",
+    )
+
+    def __repr__(self) -> str:
+        return (
+            f"Trajectory(id={self.id[:12]!r}, bench_task_id={self.bench_task_id!r}, "
+            f"sample_index={self.sample_index}, reward={self.reward}, success={self.success})"
+        )
+
+
+class Turn(Base):
+    """One generation of the policy and the environment's answer to it.
+
+    ``context_text``/``context_ids`` is what was added to the conversation before this
+    generation (initial prompt, observation, injected hints); ``loss_mask`` is aligned with
+    ``context_ids + completion_ids`` (0 for context, 1 for policy-generated tokens).
+    """
+
+    __tablename__ = "turns"
+    __table_args__ = (UniqueConstraint("trajectory_id", "index"),)
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    trajectory_id: Mapped[str] = mapped_column(
+        ForeignKey("trajectories.id", ondelete="CASCADE")
+    )
+    index: Mapped[int] = mapped_column(Integer)
+    context_text: Mapped[str] = mapped_column(Text, default="")
+    context_ids: Mapped[list[Any]] = mapped_column(default=list)
+    completion_text: Mapped[str] = mapped_column(Text, default="")
+    completion_ids: Mapped[list[Any]] = mapped_column(default=list)
+    completion_logprobs: Mapped[list[Any]] = mapped_column(default=list)
+    loss_mask: Mapped[list[Any]] = mapped_column(default=list)
+    action_kind: Mapped[str | None] = mapped_column(String(32))
+    action: Mapped[Any | None] = mapped_column(NullableJSON)
+    observation: Mapped[str | None] = mapped_column(Text)
+    hook_events: Mapped[list[Any]] = mapped_column(default=list)
+    seconds_generate: Mapped[float] = mapped_column(Float, default=0.0)
+    seconds_env: Mapped[float] = mapped_column(Float, default=0.0)
+
+    trajectory: Mapped[Trajectory] = relationship(back_populates="turns")
+
+    def __repr__(self) -> str:
+        return (
+            f"Turn(trajectory_id={self.trajectory_id[:12]!r}, index={self.index}, "
+            f"action_kind={self.action_kind!r})"
+        )
+
+
+class Evaluation(Base):
+    """Aggregate metrics of one policy/harness/routing on one benchmark split."""
+
+    __tablename__ = "evaluations"
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    benchmark: Mapped[str] = mapped_column(String(64))
+    split: Mapped[str] = mapped_column(String(32))
+    harness_id: Mapped[str | None] = mapped_column(ForeignKey("harnesses.id"))
+    routing: Mapped[str] = mapped_column(String(32), default="h0")
+    k: Mapped[int] = mapped_column(Integer)
+    n_seeds: Mapped[int] = mapped_column(Integer)
+    n_bench_tasks: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    run: Mapped[Run] = relationship(back_populates="evaluations")
+
+    def __repr__(self) -> str:
+        return (
+            f"Evaluation(id={self.id[:12]!r}, benchmark={self.benchmark!r}, split={self.split!r}, "
+            f"routing={self.routing!r})"
+        )
+
+
+__all__ = [
+    "Base",
+    "BenchTask",
+    "Evaluation",
+    "Harness",
+    "NAMING_CONVENTION",
+    "RUN_STATUSES",
+    "RolloutGroup",
+    "Run",
+    "Trajectory",
+    "Turn",
+    "UTCDateTime",
+    "utcnow",
+]

@@ -1,0 +1,303 @@
+"""Small repository functions the flows and tasks call to write and read the database.
+
+Every function takes an open :class:`~sqlalchemy.orm.Session` and never commits: the caller
+owns the transaction, normally ``with session_scope(engine) as session: ...`` at a Prefect task
+boundary, so that one task's writes commit or roll back together. Functions ``flush`` where a
+later statement depends on rows they wrote.
+
+Writes are idempotent: ids are deterministic (:func:`db.ids.stable_id`), and re-writing the
+same id updates or replaces the row instead of adding a second one. Only portable SQL is used
+(get-then-update, delete-then-insert), so the same code runs on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import delete, inspect, select
+from sqlalchemy.orm import Session, selectinload
+
+from db.models import (
+    RUN_STATUSES,
+    BenchTask,
+    Evaluation,
+    Harness,
+    RolloutGroup,
+    Run,
+    Trajectory,
+    Turn,
+    utcnow,
+)
+
+MIN_PREFIX = 6
+_IN_CHUNK = 500  # ids per IN (...) list: far below SQLite's and PostgreSQL's parameter limits
+
+
+def upsert_run(session: Session, **fields: Any) -> Run:
+    """Insert the run ``fields["id"]`` or update the given fields of the existing one."""
+    if "id" not in fields:
+        raise ValueError("upsert_run needs id=... (use db.ids.stable_id for a deterministic one)")
+    _check_status(fields.get("status"))
+    run = session.get(Run, fields["id"])
+    if run is None:
+        run = Run(**fields)
+        session.add(run)
+    else:
+        for name, value in fields.items():
+            setattr(run, name, value)
+    session.flush()
+    return run
+
+
+def finish_run(session: Session, run_id: str, status: str) -> Run:
+    """Set the run's final ``status`` and ``finished_at`` (now, UTC)."""
+    _check_status(status)
+    run = session.get(Run, run_id)
+    if run is None:
+        raise LookupError(f"no run with id {run_id!r}; create it first with upsert_run")
+    run.status = status
+    run.finished_at = utcnow()
+    session.flush()
+    return run
+
+
+def upsert_harness(
+    session: Session,
+    id: str,  # noqa: A002 - the column's name
+    name: str,
+    benchmark: str,
+    parent_ids: Sequence[str],
+    spec: dict[str, Any],
+) -> Harness:
+    """Insert or update a harness row; ``id`` is the content hash of ``spec``."""
+    harness = session.get(Harness, id)
+    if harness is None:
+        harness = Harness(id=id)
+        session.add(harness)
+    harness.name = name
+    harness.benchmark = benchmark
+    harness.parent_ids = list(parent_ids)
+    harness.spec = spec
+    session.flush()
+    return harness
+
+
+def upsert_bench_tasks(session: Session, rows: Sequence[dict[str, Any]]) -> int:
+    """Insert or update bench tasks, one dict of ``BenchTask`` columns per row; returns count.
+
+    Existing ids are fetched in chunks, so loading a 1,600-task split costs a few queries.
+    """
+    by_id = {row["id"]: row for row in rows}
+    existing: dict[str, BenchTask] = {}
+    ids = list(by_id)
+    for start in range(0, len(ids), _IN_CHUNK):
+        chunk = ids[start : start + _IN_CHUNK]
+        for task in session.scalars(select(BenchTask).where(BenchTask.id.in_(chunk))):
+            existing[task.id] = task
+    for task_id, row in by_id.items():
+        task = existing.get(task_id)
+        if task is None:
+            session.add(BenchTask(**row))
+        else:
+            for name, value in row.items():
+                setattr(task, name, value)
+    session.flush()
+    return len(by_id)
+
+
+def replace_group(session: Session, group: RolloutGroup) -> RolloutGroup:
+    """Store ``group`` with its trajectories and turns, replacing any group with its id.
+
+    The old group, its trajectories and their turns are deleted first, so re-running the same
+    rollout (same deterministic ids) leaves one copy with the new values. ``group`` should be
+    a new (transient) object. Trajectories without ``run_id``/``bench_task_id`` inherit the
+    group's; turns are checked for aligned token lists.
+    """
+    if inspect(group).has_identity:
+        raise ValueError(
+            f"replace_group needs a new RolloutGroup, got a loaded one ({group.id!r}); "
+            "build a fresh object with the same id instead of editing the stored one"
+        )
+    if group in session:  # added by the caller: keep it out of the delete's autoflush
+        session.expunge(group)
+    # No autoflush during the delete: a parent's loaded collection may already list the new
+    # group (``RolloutGroup(run=run)``), which must not be flushed before the old one is gone.
+    with session.no_autoflush:
+        _delete_group(session, group.id)
+    run_id = group.run_id or (group.run.id if group.run is not None else None)
+    bench_task_id = group.bench_task_id or (
+        group.bench_task.id if group.bench_task is not None else None
+    )
+    for trajectory in group.trajectories:
+        if trajectory.run_id is None and trajectory.run is None:
+            trajectory.run_id = run_id
+        if trajectory.bench_task_id is None and trajectory.bench_task is None:
+            trajectory.bench_task_id = bench_task_id
+        for turn in trajectory.turns:
+            check_turn_alignment(turn)
+    session.add(group)
+    session.flush()
+    return group
+
+
+def _delete_group(session: Session, group_id: str) -> None:
+    """Delete a group and its rows explicitly (not relying on SQLite's FK pragma)."""
+    trajectory_ids = list(
+        session.scalars(select(Trajectory.id).where(Trajectory.group_id == group_id))
+    )
+    turn_ids: list[str] = []
+    for start in range(0, len(trajectory_ids), _IN_CHUNK):
+        chunk = trajectory_ids[start : start + _IN_CHUNK]
+        turn_ids += session.scalars(select(Turn.id).where(Turn.trajectory_id.in_(chunk)))
+        session.execute(delete(Turn).where(Turn.trajectory_id.in_(chunk)))
+    session.execute(delete(Trajectory).where(Trajectory.group_id == group_id))
+    session.execute(delete(RolloutGroup).where(RolloutGroup.id == group_id))
+    _forget(
+        session,
+        {(RolloutGroup, group_id)}
+        | {(Trajectory, i) for i in trajectory_ids}
+        | {(Turn, i) for i in turn_ids},
+    )
+
+
+def _forget(session: Session, keys: set[tuple[type, str]]) -> None:
+    """Drop objects whose rows were just deleted with SQL, so new rows can take their ids.
+
+    Bulk deletes bypass the identity map; a stale object left there would clash with a new
+    object of the same primary key at the next flush.
+    """
+    if not keys:
+        return
+    for obj in list(session.identity_map.values()):
+        state = inspect(obj)
+        if state.identity is None:
+            continue
+        # An expunged group or trajectory takes its loaded children along: test membership.
+        if (state.mapper.class_, state.identity[0]) in keys and obj in session:
+            session.expunge(obj)
+    group_ids = {key for cls, key in keys if cls is RolloutGroup}
+    for obj in list(session.identity_map.values()):
+        # A loaded Run.groups collection still lists the deleted group: reload it when read.
+        if isinstance(obj, Run) and "groups" in inspect(obj).dict:
+            if any(g.id in group_ids for g in inspect(obj).dict["groups"]):
+                session.expire(obj, ["groups"])
+
+
+def check_turn_alignment(turn: Turn) -> None:
+    """Raise ValueError when a turn's token lists do not line up.
+
+    ``loss_mask`` covers ``context_ids + completion_ids``; ``completion_logprobs`` covers
+    ``completion_ids``. Empty lists mean "not recorded" and are accepted.
+    """
+    context, completion = turn.context_ids or [], turn.completion_ids or []
+    mask, logprobs = turn.loss_mask or [], turn.completion_logprobs or []
+    where = f"turn {turn.index} of trajectory {turn.trajectory_id or '(new)'}"
+    if mask and len(mask) != len(context) + len(completion):
+        raise ValueError(
+            f"{where}: loss_mask has {len(mask)} entries, expected len(context_ids) + "
+            f"len(completion_ids) = {len(context)} + {len(completion)}"
+        )
+    if logprobs and len(logprobs) != len(completion):
+        raise ValueError(
+            f"{where}: completion_logprobs has {len(logprobs)} entries but completion_ids "
+            f"has {len(completion)}"
+        )
+
+
+def record_evaluation(session: Session, evaluation: Evaluation) -> Evaluation:
+    """Store an evaluation, replacing the row with the same id; returns the stored object."""
+    stored = session.merge(evaluation)
+    session.flush()
+    return stored
+
+
+def list_trajectories(
+    session: Session,
+    run_id: str | None = None,
+    bench_task_id: str | None = None,
+    success: bool | None = None,
+    limit: int | None = 50,
+    *,
+    harness_id: str | None = None,
+) -> list[Trajectory]:
+    """Trajectories matching every given filter, newest first (turns not loaded)."""
+    query = select(Trajectory)
+    if run_id is not None:
+        query = query.where(Trajectory.run_id == run_id)
+    if bench_task_id is not None:
+        query = query.where(Trajectory.bench_task_id == bench_task_id)
+    if success is not None:
+        query = query.where(Trajectory.success == success)
+    if harness_id is not None:
+        query = query.where(Trajectory.harness_id == harness_id)
+    query = query.order_by(
+        Trajectory.created_at.desc(), Trajectory.group_id, Trajectory.sample_index
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return list(session.scalars(query))
+
+
+def get_trajectory(session: Session, id_or_prefix: str) -> Trajectory:
+    """The trajectory with this id, or the only one whose id starts with this prefix.
+
+    A prefix needs at least 6 characters. Turns are loaded with it. Raises LookupError when
+    nothing matches or the prefix is ambiguous.
+    """
+    key = id_or_prefix.strip()
+    options = (selectinload(Trajectory.turns),)
+    exact = session.get(Trajectory, key, options=options)
+    if exact is not None:
+        return exact
+    if len(key) < MIN_PREFIX:
+        raise LookupError(
+            f"no trajectory with id {key!r}; a prefix needs at least {MIN_PREFIX} characters"
+        )
+    query = (
+        select(Trajectory)
+        .where(Trajectory.id.startswith(key, autoescape=True))
+        .options(*options)
+        .order_by(Trajectory.id)
+        .limit(6)
+    )
+    matches = list(session.scalars(query))
+    if not matches:
+        raise LookupError(f"no trajectory id starts with {key!r}")
+    if len(matches) > 1:
+        shown = ", ".join(m.id for m in matches[:5])
+        more = " ..." if len(matches) > 5 else ""
+        raise LookupError(
+            f"trajectory prefix {key!r} is ambiguous: {shown}{more}; give more characters"
+        )
+    return matches[0]
+
+
+def count_rows(session: Session, models: Iterable[type] = ()) -> dict[str, int]:
+    """Row counts per table (all tables by default): a cheap summary for logs and tests."""
+    from sqlalchemy import func
+
+    chosen = list(models) or [Run, Harness, BenchTask, RolloutGroup, Trajectory, Turn, Evaluation]
+    return {
+        model.__tablename__: session.scalar(select(func.count()).select_from(model)) or 0
+        for model in chosen
+    }
+
+
+def _check_status(status: str | None) -> None:
+    if status is not None and status not in RUN_STATUSES:
+        raise ValueError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
+
+
+__all__ = [
+    "check_turn_alignment",
+    "count_rows",
+    "finish_run",
+    "get_trajectory",
+    "list_trajectories",
+    "record_evaluation",
+    "replace_group",
+    "upsert_bench_tasks",
+    "upsert_harness",
+    "upsert_run",
+]

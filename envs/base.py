@@ -1,0 +1,94 @@
+"""Benchmark-independent contracts between environments and the harness.
+
+The harness (prompts, parsing, truncation, hooks) turns policy text into one of the
+`Action` values below and an environment answers with a `StepResult`; after the episode the
+same environment's `verify()` gives the `Verdict` that becomes the RL reward. Keeping these
+types free of any benchmark detail is what lets every sibling harness of a benchmark share
+one environment interface and one verifier (DESIGN.md §2, §3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SqlAction:
+    """Run one SQL statement against the episode's private database."""
+
+    sql: str
+
+
+@dataclass(frozen=True)
+class AnswerAction:
+    """Submit the final answer; `values` are the parsed items of the answer list.
+
+    Items stay as the harness parsed them (str, int, float, None, ...) because the verifier,
+    not the parser, owns the normalisation rules.
+    """
+
+    values: list
+
+
+Action = SqlAction | AnswerAction
+
+
+@dataclass
+class StepResult:
+    """What one action produced.
+
+    `observation` is the full raw output: truncation is a harness decision (it is one of the
+    things siblings edit), so the environment must never pre-truncate.
+    `error` is a short error class (e.g. "sql_error") so detectors can count failures without
+    parsing the observation text.
+    """
+
+    observation: str
+    done: bool
+    error: str | None = None
+
+
+@dataclass
+class Verdict:
+    """Outcome of an episode: reward in [0, 1], success flag, and evidence for analysis."""
+
+    reward: float
+    success: bool
+    details: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """One rollout's isolated world.
+
+    Each instance owns its own state (e.g. a fresh database), so K rollouts of a group can run
+    side by side without seeing each other's writes.
+    """
+
+    rounds_used: int
+    max_rounds: int
+
+    def reset(self) -> str:
+        """Build the initial state and return the task instruction text."""
+        ...
+
+    def step(self, action: Action) -> StepResult:
+        """Apply one action and report its raw outcome."""
+        ...
+
+    def verify(self) -> Verdict:
+        """Judge the episode from the final answer and/or the final state."""
+        ...
+
+    def close(self) -> None:
+        """Free whatever reset() created (databases, connections)."""
+        ...
+
+
+class DataError(Exception):
+    """A user-facing problem with data or services, with a one-line message saying how to fix it.
+
+    Raised instead of a stack of low-level errors so that CLI users and flow logs show the
+    remedy directly.
+    """

@@ -1,0 +1,59 @@
+"""Evaluation flow: a frozen policy under one harness on a DBBench split -> Pass@k and Avg@k.
+
+Phases: register the run -> one Prefect task per (benchmark task, seed) rollout group ->
+score from the trajectory database. Groups persist their results, so a retried or restarted
+run skips finished groups; every trajectory, turn and token lands in the database.
+
+Departures from the paper: the paper reports Pass@3/Avg@3 of 4B-9B models on GPUs; the
+default here is SmolLM2-135M on CPU, so figures are far lower. Seeds re-sample the rollouts of
+the same frozen policy (the paper's 3 independent runs).
+
+Run: hs eval --benchmark dbbench --split dev --harness h0 --k 3 --seeds 3 [--limit N]
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+from prefect.futures import as_completed
+from prefect.runtime import flow_run
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from configs.schema import EvalConfig
+from tasks.evaluation import register_run, result_storage, rollout_group, score_evaluation
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("solved {task.fields[solved]}/{task.fields[rollouts]}"),
+                    TimeElapsedColumn(), TimeRemainingColumn())
+
+
+@flow(name="evaluate", flow_run_name="eval-{config.name}-{config.split}")
+def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
+    cfg = config
+    logger = get_run_logger()
+    run = register_run(cfg, database_url, flow_run.get_id())
+    jobs = [(task_id, seed) for seed in range(cfg.seeds) for task_id in run["bench_task_ids"]]
+    logger.info("run %s: %d rollout groups (k=%d)", run["run_id"], len(jobs), cfg.k)
+
+    group_task = rollout_group.with_options(result_storage=result_storage(cfg))
+    queue, in_flight, solved, rollouts = iter(jobs), set(), 0, 0
+
+    def submit_next() -> None:
+        job = next(queue, None)
+        if job is not None:
+            in_flight.add(group_task.submit(cfg, run["run_id"], job[0], job[1], database_url))
+
+    with _progress() as bar:  # at most group_concurrency groups in flight, whatever the task runner
+        bar_id = bar.add_task("rollout groups", total=len(jobs), solved=0, rollouts=0)
+        for _ in range(cfg.group_concurrency):
+            submit_next()
+        while in_flight:
+            future = next(as_completed(list(in_flight)))
+            in_flight.remove(future)
+            summary = future.result()
+            solved, rollouts = solved + sum(summary["successes"]), rollouts + len(summary["successes"])
+            bar.update(bar_id, advance=1, solved=solved, rollouts=rollouts)
+            submit_next()
+
+    return score_evaluation(cfg, run["run_id"], run["harness_id"], database_url)

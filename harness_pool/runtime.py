@@ -1,0 +1,136 @@
+"""Applying a harness to one episode: messages, observation truncation, declarative hooks.
+
+The runtime is pure bookkeeping over one episode (no model, no database): the rollout engine
+asks it for the opening messages, for what to show after each step, and whether an action is
+blocked. Hook text and prompts may use the task placeholders of `task_fields`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from harness_pool.spec import Condition, HarnessSpec, HookRule
+
+
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:  # unknown placeholders render as-is
+        return "{" + key + "}"
+
+
+def fill(template: str, fields: dict[str, str]) -> str:
+    return template.format_map(_Blank(fields))
+
+
+def task_fields(task: object) -> dict[str, str]:
+    """Template placeholders a harness may use, taken from a benchmark task."""
+    columns = getattr(task, "columns", None) or []
+    return {
+        "instruction": str(getattr(task, "instruction", "")),
+        "description": str(getattr(task, "description", "")),
+        "add_description": str(getattr(task, "add_description", "")),
+        "table_name": str(getattr(task, "table_name", "")),
+        "headers": ", ".join(str(c) for c in columns),
+    }
+
+
+@dataclass
+class EpisodeState:
+    """What hook conditions can see: counters and the last step, nothing hidden from the agent."""
+
+    round: int = 0
+    queries: int = 0
+    last_error: bool = False
+    last_observation: str = ""
+    fired: set[int] = field(default_factory=set)
+
+
+class HarnessRuntime:
+    def __init__(self, spec: HarnessSpec, fields: dict[str, str]):
+        self.spec = spec
+        self.fields = fields
+        self.state = EpisodeState()
+        self.first_user_message = ""
+
+    # -- hooks --------------------------------------------------------------------------------
+    def _holds(self, cond: Condition, action_kind: str | None) -> bool:
+        s = self.state
+        checks = [
+            cond.action_kind is None or cond.action_kind == action_kind,
+            cond.queries_at_most is None or s.queries <= cond.queries_at_most,
+            cond.queries_at_least is None or s.queries >= cond.queries_at_least,
+            cond.round_at_least is None or s.round >= cond.round_at_least,
+            cond.last_step_error is None or s.last_error == cond.last_step_error,
+            cond.observation_matches is None
+            or re.search(cond.observation_matches, s.last_observation, re.IGNORECASE) is not None,
+            cond.instruction_matches is None
+            or re.search(cond.instruction_matches, self.fields.get("instruction", ""), re.IGNORECASE) is not None,
+        ]
+        return all(checks)
+
+    def fire(self, point: str, action_kind: str | None = None) -> list[tuple[HookRule, str]]:
+        """Rules at `point` whose condition holds now, with their filled message; marks `once` rules."""
+        fired = []
+        for i, rule in enumerate(self.spec.hooks):
+            if rule.at != point or (rule.once and i in self.state.fired):
+                continue
+            if self._holds(rule.when, action_kind):
+                self.state.fired.add(i)
+                fired.append((rule, fill(rule.message, self.fields)))
+        return fired
+
+    # -- messages -----------------------------------------------------------------------------
+    def opening_messages(self) -> tuple[list[dict[str, str]], list[dict]]:
+        events = []
+        parts = [fill(self.spec.prompts.task_template, self.fields).strip()]
+        for point in ("on_init", "before_model_call"):
+            for rule, text in self.fire(point):
+                if rule.effect == "inject":
+                    parts.append(text)
+                    events.append({"at": point, "effect": "inject", "message": text})
+        self.first_user_message = "\n\n".join(parts)
+        system = fill(self.spec.system_message(), self.fields)
+        return [{"role": "system", "content": system}, {"role": "user", "content": self.first_user_message}], events
+
+    def truncate(self, observation: str) -> str:
+        limit = self.spec.context.max_observation_chars
+        if len(observation) <= limit:
+            return observation
+        return observation[:limit] + self.spec.context.truncation_marker
+
+    def next_user_message(self, observation: str) -> tuple[str, list[dict]]:
+        """What the policy sees after a step: the shown observation plus injected hints."""
+        events = []
+        parts = [fill(self.spec.prompts.observation_template, {**self.fields, "observation": observation})]
+        for point in ("after_step", "before_model_call"):
+            for rule, text in self.fire(point):
+                if rule.effect == "inject":
+                    parts.append(text)
+                    events.append({"at": point, "effect": "inject", "message": text})
+        return "\n\n".join(p for p in parts if p), events
+
+    def check_action(self, action_kind: str) -> tuple[str | None, list[dict]]:
+        """A blocking message if a before_action rule refuses this action, else None."""
+        events, blocked = [], None
+        for rule, text in self.fire("before_action", action_kind):
+            events.append({"at": "before_action", "effect": rule.effect, "message": text})
+            if rule.effect == "block" and blocked is None:
+                blocked = text
+        return blocked, events
+
+    def windowed(self, messages: list[dict[str, str]]) -> list[dict[str, str]] | None:
+        """The messages to keep under the history window, or None when nothing is dropped."""
+        window = self.spec.context.history_window
+        if window is None:
+            return None
+        head, tail = messages[:2], messages[2:]
+        if len(tail) <= 2 * window:  # tail alternates assistant reply, user observation
+            return None
+        return head + tail[-2 * window:]
+
+    def record_step(self, action_kind: str, observation: str, error: bool) -> None:
+        self.state.round += 1
+        if action_kind == "sql":
+            self.state.queries += 1
+        self.state.last_error = error
+        self.state.last_observation = observation

@@ -1,0 +1,177 @@
+"""Harness spec v1: what the policy sees and how its text becomes environment actions.
+
+A harness is data, not code: prompts, a tool view (action protocol), a context policy, skills,
+declarative hook rules and guidance. Its id is the sha256 of its canonical JSON, so two files
+with the same content (whatever their YAML formatting or key order) share one id, and any edit
+gives a new id. One YAML file per harness keeps sibling diffs readable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+HookPoint = Literal["on_init", "before_model_call", "before_action", "after_step"]
+ActionKind = Literal["sql", "answer", "invalid"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Prompts(_Frozen):
+    system: str = Field(description="System message: the agent's role and the action protocol.")
+    task_template: str = Field(
+        description="First user message; placeholders {instruction}, {description}, "
+        "{add_description}, {table_name}, {headers} are filled from the benchmark task."
+    )
+    observation_template: str = Field(
+        default="{observation}",
+        description="How an environment observation is shown to the policy; placeholder {observation}.",
+    )
+
+
+class ToolView(_Frozen):
+    protocol: Literal["dbbench_text_v1"] = Field(
+        default="dbbench_text_v1",
+        description="Action protocol parser: 'dbbench_text_v1' = 'Action: Operation' + one ```sql block, "
+        "or 'Action: Answer' + 'Final Answer: [...]'.",
+    )
+    on_invalid: Literal["end", "warn"] = Field(
+        default="end",
+        description="What an unparseable turn does: 'end' the episode (format error), or 'warn' "
+        "(show invalid_message as the observation and spend a round).",
+    )
+    invalid_message: str = Field(
+        default="Your reply did not follow the action format.",
+        description="Observation shown for an unparseable turn when on_invalid is 'warn'.",
+    )
+    accept_scalar_answer: bool = Field(
+        default=False,
+        description="Treat 'Final Answer: x' with a non-list x as the one-element list [x] instead of a format error.",
+    )
+
+
+class ContextPolicy(_Frozen):
+    max_observation_chars: int = Field(
+        default=800, ge=16, description="Database output longer than this is cut and marked."
+    )
+    truncation_marker: str = Field(default=" ...[truncated]", description="Appended to a cut observation.")
+    history_window: int | None = Field(
+        default=None,
+        ge=1,
+        description="Keep only the last N assistant/observation exchanges (the first user message always "
+        "stays); None keeps the whole history.",
+    )
+
+
+class Skill(_Frozen):
+    name: str = Field(description="Short identifier of the skill.")
+    text: str = Field(description="Reusable hint shown to the policy in the system message.")
+
+
+class Condition(_Frozen):
+    """All set fields must hold (logical AND); an empty condition always holds."""
+
+    action_kind: ActionKind | None = Field(default=None, description="Kind of the action being taken/just taken.")
+    queries_at_most: int | None = Field(default=None, ge=0, description="Holds while at most N SQL queries ran.")
+    queries_at_least: int | None = Field(default=None, ge=0, description="Holds once at least N SQL queries ran.")
+    round_at_least: int | None = Field(default=None, ge=0, description="Holds from round N on (0-based).")
+    last_step_error: bool | None = Field(default=None, description="Whether the last environment step was an error.")
+    observation_matches: str | None = Field(
+        default=None, description="Case-insensitive regex that the last observation must match."
+    )
+    instruction_matches: str | None = Field(
+        default=None, description="Case-insensitive regex that the task instruction must match."
+    )
+
+
+class HookRule(_Frozen):
+    at: HookPoint = Field(description="Lifecycle point where the rule is checked.")
+    when: Condition = Field(default_factory=Condition, description="When the rule fires.")
+    effect: Literal["inject", "block"] = Field(
+        description="'inject' appends message to what the policy sees next; 'block' (before_action only) "
+        "refuses the action, shows message as the observation and spends a round."
+    )
+    message: str = Field(description="Text injected or shown; task placeholders as in task_template are filled.")
+    once: bool = Field(default=False, description="Fire at most once per episode.")
+
+
+class Provenance(_Frozen):
+    edit: str | None = Field(default=None, description="What edit produced this harness from its parent.")
+    root_causes: list[str] = Field(default_factory=list, description="Failure causes the edit targets.")
+    round: int | None = Field(default=None, description="Evolution round that produced it (None for H0).")
+
+
+class HarnessSpec(_Frozen):
+    schema_version: Literal[1] = Field(default=1, description="Harness spec format version.")
+    name: str = Field(description="Human-readable name, e.g. 'h0'.")
+    benchmark: Literal["dbbench"] = Field(description="Benchmark whose environment and verifier it drives.")
+    parent_ids: list[str] = Field(default_factory=list, description="Content ids of the parent harnesses.")
+    prompts: Prompts = Field(description="System prompt and task template.")
+    tool_view: ToolView = Field(default_factory=ToolView, description="Action protocol and its error handling.")
+    context: ContextPolicy = Field(default_factory=ContextPolicy, description="Observation truncation and history.")
+    skills: list[Skill] = Field(default_factory=list, description="Reusable hints added to the system message.")
+    hooks: list[HookRule] = Field(default_factory=list, description="Declarative lifecycle rules.")
+    guidance: str | None = Field(default=None, description="Action guidance appended to the system message.")
+    provenance: Provenance = Field(default_factory=Provenance, description="How this harness came to be.")
+
+    @property
+    def id(self) -> str:
+        return harness_id(self)
+
+    def system_message(self) -> str:
+        parts = [self.prompts.system.strip()]
+        if self.skills:
+            parts.append("Useful skills:\n" + "\n".join(f"- {s.text.strip()}" for s in self.skills))
+        if self.guidance:
+            parts.append(self.guidance.strip())
+        return "\n\n".join(parts)
+
+
+class HarnessError(ValueError):
+    """A harness file that cannot be used; the message says which file and how to fix it."""
+
+
+def canonical_json(spec: HarnessSpec) -> str:
+    return json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def harness_id(spec: HarnessSpec) -> str:
+    return hashlib.sha256(canonical_json(spec).encode()).hexdigest()
+
+
+BUILTIN_DIR = Path(__file__).parent / "harnesses"
+
+
+def load_harness(name_or_path: str | Path, benchmark: str = "dbbench") -> HarnessSpec:
+    """Load a harness by built-in name (e.g. 'h0') or by path to a YAML file."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = BUILTIN_DIR / benchmark / f"{name_or_path}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (BUILTIN_DIR / benchmark).glob("*.yaml"))
+        raise HarnessError(f"harness '{name_or_path}' not found: give a YAML path or one of {known}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise HarnessError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}); fix the file syntax") from None
+    if not isinstance(data, dict):
+        raise HarnessError(f"{path}: expected a mapping of harness fields at the top level")
+    try:
+        return HarnessSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise HarnessError(f"{path}: field '{where}': {err['msg']}; fix that field (see harness_pool/spec.py)") from None
+
+
+def dump_harness(spec: HarnessSpec, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100))
+    return path

@@ -1,0 +1,206 @@
+"""Multi-turn rollout engine: many episodes side by side, one batched generate call per turn.
+
+Each rollout pairs a benchmark task, a harness and its own isolated environment. Every turn,
+all live rollouts are sent to the policy in one call (a group of K, or a rescue group whose K
+rollouts run under K different harnesses). Per turn we record the context tokens the harness
+or environment added (loss mask 0), the policy's sampled tokens (loss mask 1) with their
+rollout log-probs, the parsed action, the raw observation and the hook events.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, is_dataclass
+
+from envs.base import Environment, Verdict
+from harness_pool.runtime import HarnessRuntime, task_fields
+from harness_pool.spec import HarnessSpec
+from harness_pool.tool_view import parse_action
+from rl.policy import ChatSession, Policy, Sampling
+
+
+@dataclass
+class TurnRecord:
+    index: int
+    context_text: str
+    context_ids: list[int]
+    completion_text: str
+    completion_ids: list[int]
+    completion_logprobs: list[float]
+    finish_reason: str
+    action_kind: str | None = None
+    action: dict | None = None
+    parse_error: str | None = None
+    observation: str | None = None
+    hook_events: list[dict] = field(default_factory=list)
+    seconds_generate: float = 0.0
+    seconds_env: float = 0.0
+
+    @property
+    def loss_mask(self) -> list[int]:
+        """Aligned with context_ids + completion_ids: 1 exactly on policy-sampled tokens."""
+        return [0] * len(self.context_ids) + [1] * len(self.completion_ids)
+
+
+@dataclass
+class RolloutSpec:
+    bench_task: object
+    harness: HarnessSpec
+    sample_index: int
+
+
+@dataclass
+class RolloutResult:
+    bench_task_id: str
+    harness_id: str
+    sample_index: int
+    turns: list[TurnRecord]
+    verdict: Verdict
+    end_reason: str  # answered | format_error | round_limit | context_overflow
+    failure_kind: str | None
+    answer: list | None
+    behaviour_tags: list[str]
+    seconds_total: float
+    seconds_generate: float
+    seconds_env: float
+
+    @property
+    def n_policy_tokens(self) -> int:
+        return sum(len(t.completion_ids) for t in self.turns)
+
+
+class _Episode:
+    """Mutable state of one live rollout."""
+
+    def __init__(self, spec: RolloutSpec, env: Environment, policy: Policy):
+        self.spec = spec
+        self.env = env
+        self.runtime = HarnessRuntime(spec.harness, task_fields(spec.bench_task))
+        self.started = time.perf_counter()
+        env.reset()
+        messages, self.pending_events = self.runtime.opening_messages()
+        self.session: ChatSession = policy.start(messages)
+        self.turns: list[TurnRecord] = []
+        self.done = False
+        self.end_reason = ""
+        self.answer: list | None = None
+        self.queries: list[str] = []
+        self.last_sql_error = False
+
+
+def classify_failure(verdict: Verdict, end_reason: str, last_sql_error: bool) -> str | None:
+    """One failure kind per unsuccessful episode, most specific first."""
+    if verdict.success:
+        return None
+    if end_reason in ("format_error", "context_overflow", "round_limit"):
+        return end_reason
+    return "sql_error" if last_sql_error else "wrong_answer"
+
+
+def behaviour_tags(queries: list[str], answered: bool) -> list[str]:
+    """Cheap DBBench behaviour detectors over the executed SQL (see DESIGN.md RQ4)."""
+    tags = []
+    lowered = [" ".join(q.lower().split()) for q in queries]
+    if answered and not queries:
+        tags.append("answered_without_query")
+    if len(set(lowered)) < len(lowered):
+        tags.append("repeated_query")
+    if lowered and lowered[0].startswith(("select", "describe", "show", "pragma")):
+        tags.append("inspected_first")
+    return tags
+
+
+def run_rollouts(policy: Policy, specs: list[RolloutSpec], make_env: Callable[[object], Environment],
+                 sampling: Sampling, max_rounds: int = 15, on_turn: Callable[[int], None] | None = None
+                 ) -> list[RolloutResult]:
+    """Run every spec to the end; all live episodes share one generate call per turn."""
+    episodes = [_Episode(spec, make_env(spec.bench_task), policy) for spec in specs]
+    try:
+        turn = 0
+        while any(not e.done for e in episodes):
+            live = [e for e in episodes if not e.done]
+            seed = None if sampling.seed is None else sampling.seed * 1000 + turn
+            started = time.perf_counter()
+            generations = policy.generate([e.session for e in live], Sampling(
+                sampling.temperature, sampling.top_p, sampling.max_new_tokens, seed))
+            seconds = time.perf_counter() - started
+            for episode, gen in zip(live, generations):
+                _advance(policy, episode, gen, seconds, max_rounds)
+            turn += 1
+            if on_turn:
+                on_turn(turn)
+        return [_finish(e) for e in episodes]
+    finally:
+        for e in episodes:
+            e.env.close()
+
+
+def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int) -> None:
+    context_ids, context_text = ep.session.take_pending()
+    record = TurnRecord(
+        index=len(ep.turns), context_text=context_text, context_ids=context_ids, completion_text=gen.text,
+        completion_ids=gen.token_ids, completion_logprobs=gen.logprobs, finish_reason=gen.finish_reason,
+        hook_events=ep.pending_events, seconds_generate=seconds)
+    ep.pending_events = []
+    ep.turns.append(record)
+    if gen.finish_reason == "context_overflow":
+        ep.done, ep.end_reason = True, "context_overflow"
+        return
+    tool = ep.spec.harness.tool_view
+    parsed = parse_action(tool.protocol, gen.text, tool.accept_scalar_answer)
+    record.action_kind, record.parse_error = parsed.kind, parsed.error
+    record.action = _as_dict(parsed.action)
+    blocked, events = ep.runtime.check_action(parsed.kind)
+    record.hook_events.extend(events)
+    started = time.perf_counter()
+    error = False
+    if blocked is not None:
+        observation = blocked
+    elif parsed.kind == "invalid":
+        if tool.on_invalid == "end":
+            ep.done, ep.end_reason = True, "format_error"
+            return
+        observation = tool.invalid_message
+    else:
+        step = ep.env.step(parsed.action)
+        observation, error = step.observation, step.error is not None
+        if parsed.kind == "sql":
+            ep.queries.append(parsed.action.sql)
+            ep.last_sql_error = error
+        else:
+            ep.answer = list(parsed.action.values)
+            ep.done, ep.end_reason = True, "answered"
+        if step.done and not ep.done:
+            ep.done, ep.end_reason = True, "round_limit"
+    record.seconds_env = time.perf_counter() - started
+    record.observation = observation
+    ep.runtime.record_step(parsed.kind, observation, error)
+    if not ep.done and len(ep.turns) >= max_rounds:
+        ep.done, ep.end_reason = True, "round_limit"
+    if ep.done:
+        return
+    message, events = ep.runtime.next_user_message(ep.runtime.truncate(observation))
+    ep.pending_events = events
+    policy.extend(ep.session, [{"role": "user", "content": message}])
+    windowed = ep.runtime.windowed(ep.session.messages)
+    if windowed is not None:
+        policy.reset_context(ep.session, windowed)
+
+
+def _as_dict(action) -> dict | None:
+    if action is None:
+        return None
+    return {"type": type(action).__name__, **asdict(action)} if is_dataclass(action) else {"value": action}
+
+
+def _finish(ep: _Episode) -> RolloutResult:
+    verdict = ep.env.verify()
+    return RolloutResult(
+        bench_task_id=ep.spec.bench_task.id, harness_id=ep.spec.harness.id, sample_index=ep.spec.sample_index,
+        turns=ep.turns, verdict=verdict, end_reason=ep.end_reason,
+        failure_kind=classify_failure(verdict, ep.end_reason, ep.last_sql_error), answer=ep.answer,
+        behaviour_tags=behaviour_tags(ep.queries, ep.answer is not None),
+        seconds_total=time.perf_counter() - ep.started,
+        seconds_generate=sum(t.seconds_generate for t in ep.turns),
+        seconds_env=sum(t.seconds_env for t in ep.turns))

@@ -1,0 +1,167 @@
+"""Local transformers policy: batched sampling with exact token bookkeeping and log-probs.
+
+Each session keeps the exact token sequence the model has seen. A new message is appended by
+rendering the chat template for the whole conversation and tokenising only the text that the
+rendering adds after what the session already holds (the closing of the assistant turn, the
+new message, the next assistant header). So sampled tokens are never re-tokenised; if a
+template is not prefix-stable the session is re-rendered from scratch and the reset counted.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList
+from transformers.generation.logits_process import TopPLogitsWarper
+
+from rl.model_store import resolve_model
+from rl.policy import ChatSession, Generation, Sampling
+
+_MODEL_CACHE: dict[tuple[str, str, str], tuple[object, object]] = {}
+
+
+class _ScaleAndRecord(LogitsProcessor):
+    """Divides logits by the temperature and keeps the log-prob of each sampled token.
+
+    At step t the processor sees the token sampled at t-1 as input_ids[:, -1], so it only
+    holds one [B, V] log-softmax at a time instead of all steps' logits.
+    """
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature
+        self.prev: torch.Tensor | None = None
+        self.picked: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.prev is not None:
+            self.picked.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1))
+        scaled = scores / self.temperature if self.temperature > 0 else scores
+        self.prev = torch.log_softmax(scaled.float(), dim=-1)
+        return scaled
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        """[B, T] log-probs of the sampled tokens, T = number of generation steps."""
+        if self.prev is not None:
+            self.picked.append(self.prev.gather(1, last_tokens[:, None]).squeeze(1))
+        return torch.stack(self.picked, dim=1)
+
+
+def load_model(model_dir: Path, device: str, dtype: str):
+    key = (str(model_dir), device, dtype)
+    if key not in _MODEL_CACHE:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device)
+        model.eval()
+        _MODEL_CACHE[key] = (model, tokenizer)
+    return _MODEL_CACHE[key]
+
+
+class TransformersPolicy:
+    """Policy backed by a local Hugging Face causal LM (CPU or one GPU)."""
+
+    def __init__(self, model: str = "smollm2-135m", device: str = "cpu", dtype: str = "float32",
+                 max_context_tokens: int | None = None):
+        self.model_dir = resolve_model(model)
+        self.name = model
+        self.device = device
+        self.model, self.tokenizer = load_model(self.model_dir, device, dtype)
+        self.max_context_tokens = max_context_tokens or int(
+            getattr(self.model.config, "max_position_embeddings", 2048))
+        self.eos_ids = self._eos_ids()
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
+
+    def _eos_ids(self) -> list[int]:
+        ids = {self.tokenizer.eos_token_id}
+        gen_eos = self.model.generation_config.eos_token_id
+        ids.update(gen_eos if isinstance(gen_eos, list) else [gen_eos])
+        return sorted(i for i in ids if i is not None)
+
+    # -- rendering -------------------------------------------------------------------------
+    def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids: list[int], skip_special: bool = False) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=skip_special, clean_up_tokenization_spaces=False)
+
+    def start(self, messages: list[dict[str, str]]) -> ChatSession:
+        session = ChatSession(messages=[])
+        self.reset_context(session, messages)
+        session.context_resets = 0
+        return session
+
+    def reset_context(self, session: ChatSession, messages: list[dict[str, str]]) -> None:
+        text = self._render(messages, generation_prompt=True)
+        ids = self.encode(text)
+        session.messages = list(messages)
+        session.token_ids = ids
+        session.rendered_text = text
+        session.pending_ids, session.pending_text = list(ids), text
+        session.context_resets += 1
+
+    def extend(self, session: ChatSession, messages: list[dict[str, str]]) -> None:
+        new_messages = session.messages + list(messages)
+        full = self._render(new_messages, generation_prompt=True)
+        if not full.startswith(session.rendered_text):
+            self.reset_context(session, new_messages)
+            return
+        delta = full[len(session.rendered_text):]
+        ids = self.encode(delta)
+        session.messages = new_messages
+        session.token_ids = session.token_ids + ids
+        session.rendered_text = full
+        session.pending_ids = session.pending_ids + ids
+        session.pending_text = session.pending_text + delta
+
+    # -- sampling --------------------------------------------------------------------------
+    @torch.inference_mode()
+    def generate(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
+        budget = self.max_context_tokens - sampling.max_new_tokens
+        live = [i for i, s in enumerate(sessions) if len(s.token_ids) <= budget]
+        results = [Generation(text="", finish_reason="context_overflow", prompt_tokens=len(s.token_ids))
+                   for s in sessions]
+        if not live:
+            return results
+        start = time.perf_counter()
+        width = max(len(sessions[i].token_ids) for i in live)
+        input_ids = torch.full((len(live), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(live), width), dtype=torch.long)
+        for row, i in enumerate(live):
+            ids = sessions[i].token_ids
+            input_ids[row, width - len(ids):] = torch.tensor(ids)
+            attention[row, width - len(ids):] = 1
+        recorder = _ScaleAndRecord(sampling.temperature)
+        processors = LogitsProcessorList([recorder])
+        if sampling.temperature > 0 and sampling.top_p < 1.0:
+            processors.append(TopPLogitsWarper(sampling.top_p))
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        out = self.model.generate(
+            input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+            do_sample=sampling.temperature > 0, temperature=1.0, top_k=0, top_p=1.0,
+            max_new_tokens=sampling.max_new_tokens, logits_processor=processors,
+            eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+        )
+        new_tokens = out[:, width:].cpu()
+        logprobs = recorder.finish(out[:, -1]).cpu()
+        seconds = time.perf_counter() - start
+        for row, i in enumerate(live):
+            results[i] = self._finish_one(sessions[i], new_tokens[row].tolist(), logprobs[row].tolist(), seconds)
+        return results
+
+    def _finish_one(self, session: ChatSession, tokens: list[int], logprobs: list[float], seconds: float) -> Generation:
+        cut = next((j + 1 for j, t in enumerate(tokens) if t in self.eos_ids), None)
+        finish = "stop" if cut is not None else "length"
+        tokens = tokens[:cut] if cut is not None else tokens
+        logprobs = logprobs[: len(tokens)]
+        body = tokens[:-1] if finish == "stop" else tokens
+        text = self.decode(body, skip_special=False)
+        session.messages = session.messages + [{"role": "assistant", "content": text}]
+        session.token_ids = session.token_ids + tokens
+        session.rendered_text = session.rendered_text + self.decode(tokens)
+        return Generation(text=text, token_ids=tokens, logprobs=logprobs, finish_reason=finish,
+                          prompt_tokens=len(session.token_ids) - len(tokens), seconds=seconds)

@@ -1,0 +1,99 @@
+"""Prefect tasks of the evaluation flow: register the run, run one rollout group, score.
+
+Each rollout group is one Prefect task whose result persists (cache key: its inputs and the
+task's source), so retrying a failed flow run, or starting the same command again, skips the
+groups that already finished. Its rows are written with deterministic ids, so a group that
+does run again replaces its rows instead of duplicating them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+from sqlalchemy import select
+
+from analysis.metrics import summarise
+from configs.schema import EvalConfig
+from db import store
+from db.engine import session_scope
+from db.ids import stable_id
+from db.models import BenchTask as BenchTaskRow
+from db.models import Evaluation, RolloutGroup, Trajectory
+from harness_pool.spec import load_harness
+from rl.policy import Sampling
+from rl.rollout import RolloutSpec, run_rollouts
+from tasks.records import build_group
+from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
+
+
+def run_id_for(cfg: EvalConfig) -> str:
+    """Same config, same run: starting the same command again resumes it."""
+    return f"{cfg.name}-{stable_id('eval', cfg.model_dump_json(exclude={'group_concurrency'}))[:12]}"
+
+
+def result_storage(cfg: EvalConfig) -> Path:
+    """A local folder Prefect resolves to file-system result storage (no saved block needed)."""
+    path = Path(cfg.results_dir).expanduser().resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@task(name="register-run")
+def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id: str | None) -> dict:
+    """Record the run, the harness and the benchmark tasks; returns the ids the flow needs."""
+    harness = load_harness(cfg.harness, cfg.env.benchmark)
+    tasks = bench_tasks(cfg.env, cfg.split, cfg.limit)
+    run_id = run_id_for(cfg)
+    with session_scope(get_engine(database_url)) as session:
+        store.upsert_run(session, id=run_id, kind="eval", name=cfg.name, config=cfg.model_dump(mode="json"),
+                         status="running", prefect_flow_run_id=prefect_flow_run_id)
+        store.upsert_harness(session, id=harness.id, name=harness.name, benchmark=harness.benchmark,
+                             parent_ids=harness.parent_ids, spec=harness.model_dump(mode="json"))
+        store.upsert_bench_tasks(session, [
+            {"id": t.id, "benchmark": t.benchmark, "split": t.split, "index": t.index, "task_type": t.task_type,
+             "tier": t.tier, "description": t.description, "record": t.record} for t in tasks])
+    return {"run_id": run_id, "harness_id": harness.id, "bench_task_ids": [t.id for t in tasks]}
+
+
+@task(name="rollout-group", cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1,
+      task_run_name="group-{bench_task_id}-seed{seed}")
+def rollout_group(cfg: EvalConfig, run_id: str, bench_task_id: str, seed: int, database_url: str | None) -> dict:
+    """K rollouts of one benchmark task under the configured harness; rows replace any earlier copy."""
+    harness = load_harness(cfg.harness, cfg.env.benchmark)
+    the_task = bench_task(cfg.env, bench_task_id)
+    policy = get_policy(cfg.policy)
+    s = cfg.sampling
+    specs = [RolloutSpec(the_task, harness, i) for i in range(cfg.k)]
+    sampling = Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=_group_seed(seed, bench_task_id))
+    results = run_rollouts(policy, specs, env_factory(cfg.env), sampling, max_rounds=cfg.env.max_rounds)
+    group = build_group(run_id=run_id, step=0, bench_task_id=bench_task_id, harness_id=harness.id, seed=seed,
+                        role="eval", checkpoint=cfg.checkpoint, results=results)
+    with session_scope(get_engine(database_url)) as session:
+        store.replace_group(session, group)
+    return {"group_id": group.id, "successes": [r.verdict.success for r in results]}
+
+
+def _group_seed(seed: int, bench_task_id: str) -> int:
+    return int(stable_id(seed, bench_task_id)[:8], 16)
+
+
+@task(name="score-evaluation")
+def score_evaluation(cfg: EvalConfig, run_id: str, harness_id: str, database_url: str | None) -> dict:
+    """Pass@k / Avg@k (mean, std over seeds; overall and per task type) from the stored trajectories."""
+    with session_scope(get_engine(database_url)) as session:
+        rows = session.execute(
+            select(RolloutGroup.seed, Trajectory.bench_task_id, BenchTaskRow.task_type, Trajectory.success)
+            .join(Trajectory, Trajectory.group_id == RolloutGroup.id)
+            .join(BenchTaskRow, BenchTaskRow.id == Trajectory.bench_task_id)
+            .where(RolloutGroup.run_id == run_id, RolloutGroup.role == "eval")).all()
+        outcomes = [{"seed": r[0], "bench_task_id": r[1], "task_type": r[2], "success": r[3]} for r in rows]
+        metrics = summarise(outcomes)
+        evaluation = Evaluation(
+            id=stable_id("evaluation", run_id, harness_id, "h0"), run_id=run_id, benchmark=cfg.env.benchmark,
+            split=cfg.split, harness_id=harness_id, routing="h0", k=cfg.k, n_seeds=cfg.seeds,
+            n_bench_tasks=metrics["overall"]["n_tasks"], metrics=metrics)
+        store.record_evaluation(session, evaluation)
+        store.finish_run(session, run_id, "completed")
+    return {"evaluation_id": evaluation.id, "run_id": run_id, **metrics}

@@ -1,0 +1,81 @@
+"""Per-process handles that Prefect tasks share: the policy, the database engine, task lists.
+
+A model is loaded once per worker process and reused by every rollout-group task that asks
+for the same policy config; tasks still receive and return only small references.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from functools import lru_cache
+
+from configs.schema import EnvConfig, PolicyConfig
+from db.engine import make_engine, upgrade
+from envs.dbbench.data import BenchTask, load_split
+from envs.dbbench.env import DbBenchEnv
+from rl.policy import Policy
+
+_LOCK = threading.Lock()
+_POLICIES: dict[str, Policy] = {}
+_UPGRADED: set[str] = set()
+
+
+def get_policy(cfg: PolicyConfig) -> Policy:
+    key = cfg.model_dump_json()
+    with _LOCK:
+        if key not in _POLICIES:
+            if cfg.backend == "openai":
+                from rl.openai_policy import OpenAIChatPolicy
+
+                _POLICIES[key] = OpenAIChatPolicy(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env)
+            else:
+                from rl.transformers_policy import TransformersPolicy
+
+                _POLICIES[key] = TransformersPolicy(model=cfg.model, device=cfg.device, dtype=cfg.dtype)
+        return _POLICIES[key]
+
+
+def get_engine(url: str | None):
+    """Engine for `url` (None: HS_DATABASE_URL or the local SQLite file), migrated to head once."""
+    engine = _engine(url)
+    with _LOCK:
+        key = str(engine.url)
+        if key not in _UPGRADED:
+            upgrade(engine.url)
+            _UPGRADED.add(key)
+    return engine
+
+
+@lru_cache(maxsize=8)
+def _engine(url: str | None):
+    return make_engine(url)
+
+
+@lru_cache(maxsize=16)
+def _split(split: str, data_dir: str | None) -> tuple[BenchTask, ...]:
+    return tuple(load_split(split, data_dir=data_dir))
+
+
+def bench_tasks(env: EnvConfig, split: str, limit: int | None = None) -> list[BenchTask]:
+    tasks = list(_split(split, env.data_dir))
+    return tasks[:limit] if limit else tasks
+
+
+def bench_task(env: EnvConfig, bench_task_id: str) -> BenchTask:
+    split = bench_task_id.split("/")[1]
+    for task in _split(split, env.data_dir):
+        if task.id == bench_task_id:
+            return task
+    raise LookupError(f"benchmark task {bench_task_id} not in split {split}")
+
+
+def env_factory(env: EnvConfig):
+    def make(task: BenchTask) -> DbBenchEnv:
+        return DbBenchEnv(task, backend=env.backend, max_rounds=env.max_rounds, mysql_url=env.mysql_url)
+
+    return make
+
+
+def canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)

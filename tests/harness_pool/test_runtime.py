@@ -1,0 +1,48 @@
+from harness_pool.runtime import HarnessRuntime
+from harness_pool.spec import Condition, ContextPolicy, HookRule, load_harness
+
+FIELDS = {"instruction": "Insert a row into table T.", "description": "Insert a row.", "add_description": "Table T.",
+          "table_name": "T", "headers": "a, b"}
+
+
+def _runtime(**update) -> HarnessRuntime:
+    return HarnessRuntime(load_harness("h0").model_copy(update=update), FIELDS)
+
+
+def test_opening_messages_fill_the_task_template_and_on_init_hints():
+    rt = _runtime(hooks=[HookRule(at="on_init", effect="inject", message="Columns: {headers}")])
+    messages, events = rt.opening_messages()
+    assert messages[0]["role"] == "system" and "Action: Operation" in messages[0]["content"]
+    assert messages[1]["content"] == "Insert a row.\nTable T.\n\nColumns: a, b"
+    assert events == [{"at": "on_init", "effect": "inject", "message": "Columns: a, b"}]
+
+
+def test_block_answer_before_any_query_fires_once_then_allows():
+    rule = HookRule(at="before_action", when=Condition(action_kind="answer", queries_at_most=0), effect="block",
+                    message="Query the table before answering.")
+    rt = _runtime(hooks=[rule])
+    assert rt.check_action("answer")[0] == "Query the table before answering."
+    assert rt.check_action("sql")[0] is None
+    rt.record_step("sql", "[('1',)]", error=False)
+    assert rt.check_action("answer")[0] is None  # one query ran: the condition no longer holds
+
+
+def test_after_step_recovery_hint_on_errors_only_and_once():
+    rule = HookRule(at="after_step", when=Condition(last_step_error=True, observation_matches="no such column"),
+                    effect="inject", message="Check the column names with backticks.", once=True)
+    rt = _runtime(hooks=[rule])
+    rt.record_step("sql", "Error: no such column: x", error=True)
+    text, events = rt.next_user_message("Error: no such column: x")
+    assert text.endswith("Check the column names with backticks.") and len(events) == 1
+    rt.record_step("sql", "Error: no such column: y", error=True)
+    assert rt.next_user_message("Error: no such column: y") == ("Error: no such column: y", [])
+
+
+def test_truncation_and_history_window():
+    rt = _runtime(context=ContextPolicy(max_observation_chars=20, history_window=1))
+    assert rt.truncate("x" * 25) == "x" * 20 + " ...[truncated]"
+    assert rt.truncate("short") == "short"
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u0"}]
+    assert rt.windowed(msgs + [{"role": "assistant", "content": "a1"}, {"role": "user", "content": "o1"}]) is None
+    long = msgs + [{"role": r, "content": f"{r}{i}"} for i in (1, 2) for r in ("assistant", "user")]
+    assert [m["content"] for m in rt.windowed(long)] == ["s", "u0", "assistant2", "user2"]

@@ -1,0 +1,43 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness_pool.spec import HarnessError, HarnessSpec, Skill, dump_harness, harness_id, load_harness
+
+
+def test_h0_loads_and_id_is_stable_across_formatting(tmp_path: Path):
+    h0 = load_harness("h0")
+    assert h0.name == "h0" and h0.benchmark == "dbbench"
+    data = yaml.safe_load((Path(__file__).parents[2] / "harness_pool/harnesses/dbbench/h0.yaml").read_text())
+    # Same content, different key order and YAML style -> same id.
+    reordered = dict(reversed(list(data.items())))
+    path = tmp_path / "h0_copy.yaml"
+    path.write_text(yaml.safe_dump(reordered, default_flow_style=True, sort_keys=True))
+    assert load_harness(path).id == h0.id
+    # Round trip through our own writer keeps the id.
+    assert load_harness(dump_harness(h0, tmp_path / "again.yaml")).id == h0.id
+    assert len(h0.id) == 64 and h0.id == harness_id(h0)
+
+
+def test_any_edit_changes_the_id():
+    h0 = load_harness("h0")
+    edited = h0.model_copy(update={"skills": [Skill(name="inspect", text="Look at the table first.")]})
+    assert HarnessSpec.model_validate(edited.model_dump()).id != h0.id
+    assert "Look at the table first." in edited.system_message()
+
+
+def test_broken_harness_files_give_one_line_errors(tmp_path: Path):
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("name: [unclosed\n")
+    with pytest.raises(HarnessError, match="not valid YAML"):
+        load_harness(bad_yaml)
+    unknown = tmp_path / "unknown.yaml"
+    data = load_harness("h0").model_dump(mode="json")
+    data["context"]["max_observation_chars"] = 3
+    unknown.write_text(yaml.safe_dump(data))
+    with pytest.raises(HarnessError, match="context.max_observation_chars") as info:
+        load_harness(unknown)
+    assert "\n" not in str(info.value)
+    with pytest.raises(HarnessError, match="not found"):
+        load_harness("no-such-harness")
