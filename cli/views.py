@@ -29,7 +29,7 @@ def print_metrics(console: Console, cfg, result: dict) -> None:
 def print_trajectory_table(console: Console, rows) -> None:
     table = Table(title="trajectories")
     for col in ("id", "run", "bench task", "harness", "#", "ok", "failure", "turns", "tokens"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col in ("id", "bench task"), min_width=12 if col == "id" else None)
     for t in rows:
         table.add_row(t.id[:12], t.run_id[:24], t.bench_task_id, t.harness_id[:8], str(t.sample_index),
                       "yes" if t.success else "no", t.failure_kind or "", str(t.n_turns), str(t.n_policy_tokens))

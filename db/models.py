@@ -32,6 +32,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -86,12 +87,15 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 # JSON that stores Python None as SQL NULL (not the JSON literal null), for nullable columns.
-NullableJSON = JSON(none_as_null=True)
+# On PostgreSQL every JSON column is JSONB: comparable, indexable, and queryable with
+# containment operators (e.g. behaviour_tags @> '["repeated_query"]').
+JSONDoc = JSON().with_variant(JSONB(), "postgresql")
+NullableJSON = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {datetime: UTCDateTime, dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map = {datetime: UTCDateTime, dict[str, Any]: JSONDoc, list[Any]: JSONDoc}
 
 
 class Run(Base):

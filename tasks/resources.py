@@ -14,6 +14,7 @@ from configs.schema import EnvConfig, PolicyConfig
 from db.engine import make_engine, upgrade
 from envs.dbbench.data import BenchTask, load_split
 from envs.dbbench.env import DbBenchEnv
+from rl.batching import BatchingPolicy
 from rl.policy import Policy
 
 _LOCK = threading.Lock()
@@ -32,7 +33,8 @@ def get_policy(cfg: PolicyConfig) -> Policy:
             else:
                 from rl.transformers_policy import TransformersPolicy
 
-                _POLICIES[key] = TransformersPolicy(model=cfg.model, device=cfg.device, dtype=cfg.dtype)
+                # Concurrent rollout groups (Prefect worker threads) share batched generate calls.
+                _POLICIES[key] = BatchingPolicy(TransformersPolicy(model=cfg.model, device=cfg.device, dtype=cfg.dtype))
         return _POLICIES[key]
 
 

@@ -13,6 +13,7 @@ import datetime
 import decimal
 import hashlib
 import os
+import re
 import secrets
 import sqlite3
 import time
@@ -21,7 +22,7 @@ from abc import ABC, abstractmethod
 from urllib.parse import unquote, urlsplit
 
 from envs.base import DataError
-from envs.dbbench.sqlite_dialect import mysql_to_sqlite
+from envs.dbbench.sqlite_dialect import MysqlSyntaxError, mysql_to_sqlite, parse_admin
 
 DEFAULT_MYSQL_URL = "mysql://root@127.0.0.1:3306"
 STATEMENT_TIMEOUT_S = 5.0
@@ -155,6 +156,37 @@ def _md5(value: object) -> str | None:
     return None if text is None else hashlib.md5(text.encode("utf-8")).hexdigest()
 
 
+_NUMERIC_PREFIX = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def mysql_number(value: object) -> int | float:
+    """MySQL's reading of a value in numeric context: text gives a double from its numeric prefix."""
+    if isinstance(value, (int, float)):
+        return value
+    match = _NUMERIC_PREFIX.match(mysql_text(value) or "")
+    return float(match.group(0)) if match else 0.0
+
+
+class _MysqlSum:
+    """SUM as MySQL computes it on TEXT columns: a double from each value's numeric prefix.
+
+    SQLite's own sum() returns an integer for integer-looking text ("[(5,)]" where MySQL
+    prints "[(5.0,)]"), so observations would differ between backends.
+    """
+
+    def __init__(self) -> None:
+        self.total: int | float | None = None
+
+    def step(self, value: object) -> None:
+        if value is None:
+            return
+        number = mysql_number(value)
+        self.total = number if self.total is None else self.total + number
+
+    def finalize(self) -> int | float | None:
+        return self.total
+
+
 def _case(fn):  # noqa: ANN001 - tiny adapter for lcase/ucase
     # (LEFT/RIGHT cannot be added: they are SQLite keywords, so calls never reach a function.)
     return lambda value: None if value is None else fn(mysql_text(value))
@@ -185,6 +217,7 @@ class SqliteBackend(SqlBackend):
         conn.create_function("md5", 1, _md5, deterministic=True)
         conn.create_function("concat", -1, _concat, deterministic=True)
         conn.create_function("concat_ws", -1, _concat_ws, deterministic=True)
+        conn.create_aggregate("sum", 1, _MysqlSum)
         conn.create_function("lcase", 1, _case(str.lower), deterministic=True)
         conn.create_function("ucase", 1, _case(str.upper), deterministic=True)
         # An agent must not reach files outside its in-memory database.
@@ -217,9 +250,17 @@ class SqliteBackend(SqlBackend):
 
     def execute(self, sql: str) -> tuple[list[tuple] | None, str | None]:
         conn = self._conn()
+        admin = parse_admin(sql)
+        if admin is not None:
+            return self._admin_statement(*admin)
+        try:
+            translated = mysql_to_sqlite(sql)
+        except MysqlSyntaxError as exc:
+            return None, str(exc)
+        # The deadline covers this statement only; the harness's own queries (hash) never expire.
         self._deadline = time.monotonic() + self.timeout_s
         try:
-            cursor = conn.execute(mysql_to_sqlite(sql))
+            cursor = conn.execute(translated)
             rows = cursor.fetchall() if cursor.description else []
         except sqlite3.OperationalError as exc:
             if str(exc) == "interrupted":
@@ -230,6 +271,24 @@ class SqliteBackend(SqlBackend):
         finally:
             self._deadline = float("inf")
         return [tuple(normalise_value(v) for v in row) for row in rows], None
+
+    def _admin_statement(self, kind: str, table: str | None) -> tuple[list[tuple] | None, str | None]:
+        """SHOW TABLES / DESCRIBE answered in MySQL's result shape, so inspecting looks alike.
+
+        Table names match exactly, as on MySQL under Linux (SQLite itself ignores case).
+        """
+        conn = self._conn()
+        tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        if kind == "tables":
+            return [(name,) for name in tables], None
+        if table not in tables:
+            return None, f"Table '{table}' doesn't exist"
+        info = conn.execute(f"PRAGMA table_info({quote_ident(table)})").fetchall()
+        # MySQL's DESCRIBE columns: Field, Type, Null, Key, Default, Extra
+        return [
+            (name, (decl or "").split()[0].lower() if decl else "", "NO" if notnull else "YES", "PRI" if pk else "", default, "")
+            for _, name, decl, notnull, default, pk in info
+        ], None
 
     def table_hash(self, table_name: str, columns: list[str]) -> str:
         """Per-row hashes by the same SQL expression as on MySQL; the final aggregate in Python.
@@ -384,6 +443,29 @@ class MysqlBackend(SqlBackend):
         finally:
             admin.close()
             self._admin = None
+
+
+def drop_stale_rollouts(url: str | None = None) -> int:
+    """Drop every `hs_rollout_*` database and user left by killed processes; returns how many.
+
+    Only for a server where no rollout is running: it cannot tell stale from live ones.
+    """
+    import pymysql
+
+    params = parse_mysql_url(url or os.environ.get("HS_MYSQL_URL") or DEFAULT_MYSQL_URL)
+    conn = pymysql.connect(charset="utf8mb4", autocommit=True, **params)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW DATABASES LIKE 'hs\\_rollout\\_%'")
+            databases = [name for (name,) in cur.fetchall()]
+            for name in databases:
+                cur.execute(f"DROP DATABASE IF EXISTS {quote_ident(name)}")
+            cur.execute("SELECT user, host FROM mysql.user WHERE user LIKE 'hs\\_rollout\\_%'")
+            for user, host in cur.fetchall():
+                cur.execute("DROP USER IF EXISTS %s@%s", (user, host))
+    finally:
+        conn.close()
+    return len(databases)
 
 
 def _mysql_message(exc: Exception) -> str:

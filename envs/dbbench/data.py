@@ -50,11 +50,15 @@ class BenchTask:
     answer_md5: str | None
     table_name: str
     columns: list[str]
-    rows: list[list]
+    rows: list[list] = field(repr=False)
     gold_sql: str | None
     benchmark: str = BENCHMARK
     tier: str | None = None
     record: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        # Lists make the generated field hash fail; the id identifies a task anyway.
+        return hash(self.id)
 
     @property
     def instruction(self) -> str:

@@ -85,7 +85,7 @@ class DbBenchEnv:
         ran out of rounds before the answer turn is still a correct write).
         """
         if self.db is None:
-            raise RuntimeError("call reset() before verify()")
+            raise RuntimeError("no database: call reset() first, and verify() before close()")
         answered = self.answer is not None
         details: dict = {"answered": answered, "answer": self.answer, "rounds_used": self.rounds_used}
         if self.task.is_mutation:

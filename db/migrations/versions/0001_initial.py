@@ -15,6 +15,10 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import postgresql
+
+JSON_DOC = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+NULLABLE_JSON = sa.JSON(none_as_null=True).with_variant(postgresql.JSONB(none_as_null=True), "postgresql")
 
 revision: str = "0001"
 down_revision: str | None = None
@@ -41,7 +45,7 @@ def upgrade() -> None:
         sa.Column("id", sa.String(length=64), nullable=False),
         sa.Column("kind", sa.String(length=32), nullable=False),
         sa.Column("name", sa.String(length=200), nullable=False),
-        sa.Column("config", sa.JSON(), nullable=False),
+        sa.Column("config", JSON_DOC, nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("prefect_flow_run_id", sa.String(length=64), nullable=True),
         _created_at(),
@@ -58,8 +62,8 @@ def upgrade() -> None:
         sa.Column("id", sa.String(length=64), nullable=False),
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("benchmark", sa.String(length=64), nullable=False),
-        sa.Column("parent_ids", sa.JSON(), nullable=False),
-        sa.Column("spec", sa.JSON(), nullable=False),
+        sa.Column("parent_ids", JSON_DOC, nullable=False),
+        sa.Column("spec", JSON_DOC, nullable=False),
         _created_at(),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_harnesses")),
     )
@@ -74,7 +78,7 @@ def upgrade() -> None:
         sa.Column("task_type", sa.String(length=64), nullable=False),
         sa.Column("tier", sa.String(length=32), nullable=True),
         sa.Column("description", sa.Text(), nullable=False),
-        sa.Column("record", sa.JSON(), nullable=False),
+        sa.Column("record", JSON_DOC, nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_bench_tasks")),
     )
     op.create_index(
@@ -92,7 +96,7 @@ def upgrade() -> None:
         sa.Column("k", sa.Integer(), nullable=False),
         sa.Column("n_seeds", sa.Integer(), nullable=False),
         sa.Column("n_bench_tasks", sa.Integer(), nullable=False),
-        sa.Column("metrics", sa.JSON(), nullable=False),
+        sa.Column("metrics", JSON_DOC, nullable=False),
         _created_at(),
         _fk("run_id", "evaluations", "runs", cascade=True),
         _fk("harness_id", "evaluations", "harnesses", cascade=False),
@@ -135,14 +139,14 @@ def upgrade() -> None:
         sa.Column("success", sa.Boolean(), nullable=False),
         sa.Column("failure_kind", sa.String(length=64), nullable=True),
         sa.Column("finish_reason", sa.String(length=64), nullable=True),
-        sa.Column("answer", sa.JSON(none_as_null=True), nullable=True),
+        sa.Column("answer", NULLABLE_JSON, nullable=True),
         sa.Column("n_turns", sa.Integer(), nullable=False),
         sa.Column("n_policy_tokens", sa.Integer(), nullable=False),
-        sa.Column("behaviour_tags", sa.JSON(), nullable=False),
+        sa.Column("behaviour_tags", JSON_DOC, nullable=False),
         sa.Column("seconds_total", sa.Float(), nullable=False),
         sa.Column("seconds_generate", sa.Float(), nullable=False),
         sa.Column("seconds_env", sa.Float(), nullable=False),
-        sa.Column("details", sa.JSON(), nullable=False),
+        sa.Column("details", JSON_DOC, nullable=False),
         _created_at(),
         _fk("group_id", "trajectories", "rollout_groups", cascade=True),
         _fk("run_id", "trajectories", "runs", cascade=True),
@@ -159,15 +163,15 @@ def upgrade() -> None:
         sa.Column("trajectory_id", sa.String(length=64), nullable=False),
         sa.Column("index", sa.Integer(), nullable=False),
         sa.Column("context_text", sa.Text(), nullable=False),
-        sa.Column("context_ids", sa.JSON(), nullable=False),
+        sa.Column("context_ids", JSON_DOC, nullable=False),
         sa.Column("completion_text", sa.Text(), nullable=False),
-        sa.Column("completion_ids", sa.JSON(), nullable=False),
-        sa.Column("completion_logprobs", sa.JSON(), nullable=False),
-        sa.Column("loss_mask", sa.JSON(), nullable=False),
+        sa.Column("completion_ids", JSON_DOC, nullable=False),
+        sa.Column("completion_logprobs", JSON_DOC, nullable=False),
+        sa.Column("loss_mask", JSON_DOC, nullable=False),
         sa.Column("action_kind", sa.String(length=32), nullable=True),
-        sa.Column("action", sa.JSON(none_as_null=True), nullable=True),
+        sa.Column("action", NULLABLE_JSON, nullable=True),
         sa.Column("observation", sa.Text(), nullable=True),
-        sa.Column("hook_events", sa.JSON(), nullable=False),
+        sa.Column("hook_events", JSON_DOC, nullable=False),
         sa.Column("seconds_generate", sa.Float(), nullable=False),
         sa.Column("seconds_env", sa.Float(), nullable=False),
         _fk("trajectory_id", "turns", "trajectories", cascade=True),

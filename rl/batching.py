@@ -1,0 +1,120 @@
+"""Cross-group batching: concurrent rollout groups share one generate call per round trip.
+
+Each rollout group is its own Prefect task, so several groups run in worker threads at once.
+Sampling cost on CPU and GPU grows far slower than batch size (DESIGN.md: 1 sequence 10 tok/s,
+32 sequences 84 tok/s on 2 cores), so instead of each group calling the model alone, callers
+queue their sessions; whichever caller finds the model idle becomes the leader, waits a few
+milliseconds for others to join, and runs one batched call for every compatible request.
+
+Trade-off: with more than one group in flight, a group's samples depend on which other groups
+shared its batch, so per-group seeds no longer reproduce exact texts (with one group in flight
+they do).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from rl.policy import ChatSession, Generation, Policy, Sampling
+
+
+@dataclass
+class _Request:
+    sessions: list[ChatSession]
+    sampling: Sampling
+    result: list[Generation] | None = None
+    error: BaseException | None = None
+    done: bool = False
+    key: tuple = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.sampling
+        self.key = (s.temperature, s.top_p, s.max_new_tokens)
+
+
+class BatchingPolicy:
+    """Wraps a Policy so that generate calls from several threads are merged into one."""
+
+    def __init__(self, inner: Policy, window_s: float = 0.02, max_sessions: int = 64):
+        self.inner = inner
+        self.name = inner.name
+        self.max_context_tokens = inner.max_context_tokens
+        self.window_s = window_s
+        self.max_sessions = max_sessions
+        self._cond = threading.Condition()
+        self._pending: list[_Request] = []
+        self._busy = False
+        self._text_lock = threading.Lock()  # tokenizers are not guaranteed thread-safe
+        self.calls = 0
+        self.merged_requests = 0
+
+    def __getattr__(self, name: str):  # model, tokenizer, ... of the wrapped backend
+        return getattr(self.inner, name)
+
+    def start(self, messages):
+        with self._text_lock:
+            return self.inner.start(messages)
+
+    def extend(self, session, messages):
+        with self._text_lock:
+            self.inner.extend(session, messages)
+
+    def reset_context(self, session, messages):
+        with self._text_lock:
+            self.inner.reset_context(session, messages)
+
+    def generate(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
+        request = _Request(list(sessions), sampling)
+        with self._cond:
+            self._pending.append(request)
+            while not request.done and self._busy:
+                self._cond.wait()
+            if request.done:
+                return self._outcome(request)
+            self._busy = True
+        try:
+            time.sleep(self.window_s)
+            batch = self._take_batch(request)
+            self._run(batch)
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+        return self._outcome(request)
+
+    def _take_batch(self, leader: _Request) -> list[_Request]:
+        with self._cond:
+            batch, size = [leader], len(leader.sessions)
+            for req in list(self._pending):
+                if req is leader or req.key != leader.key or size + len(req.sessions) > self.max_sessions:
+                    continue
+                batch.append(req)
+                size += len(req.sessions)
+            for req in batch:
+                self._pending.remove(req)
+            return batch
+
+    def _run(self, batch: list[_Request]) -> None:
+        sessions = [s for req in batch for s in req.sessions]
+        try:
+            with self._text_lock:
+                outputs = self.inner.generate(sessions, batch[0].sampling)
+        except BaseException as exc:  # every waiting caller sees the failure, not a hang
+            for req in batch:
+                req.error, req.done = exc, True
+            return
+        self.calls += 1
+        self.merged_requests += len(batch)
+        start = 0
+        for req in batch:
+            req.result = outputs[start:start + len(req.sessions)]
+            start += len(req.sessions)
+            req.done = True
+
+    @staticmethod
+    def _outcome(request: _Request) -> list[Generation]:
+        if request.error is not None:
+            raise request.error
+        return request.result or []
