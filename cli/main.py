@@ -100,14 +100,17 @@ def check_gold(benchmark: str = typer.Argument("dbbench"),
 def build_train(benchmark: str = typer.Argument("dbbench"),
                 seed: Annotated[int, typer.Option(help="Generator seed")] = 0,
                 n_tasks: Annotated[int, typer.Option("--n", help="Number of tasks")] = 400,
+                tiers: Annotated[str, typer.Option(help="Difficulty tiers, e.g. easy,medium,hard")] = "easy,medium,hard",
                 out: Annotated[Optional[Path], typer.Option(help="Output JSONL; default $HS_GENERATED_DIR/dbbench/train.jsonl")] = None):
     """Generate the training split over the real tables (never reusing a test description)."""
+    from envs.dbbench.data import parse_tiers
     from envs.dbbench.train_split import build_train_split
 
     _benchmark(benchmark)
     target = out or Path(os.environ.get("HS_GENERATED_DIR", ".hs/data")) / "dbbench" / "train.jsonl"
-    records = build_train_split(target, seed=seed, n_tasks=n_tasks)
-    console.print(f"wrote {len(records)} training tasks to {target}")
+    records = build_train_split(target, seed=seed, n_tasks=n_tasks, tiers=parse_tiers(tiers))
+    counts = {t: sum(r["tier"] == t for r in records) for t in parse_tiers(tiers)}
+    console.print(f"wrote {len(records)} training tasks to {target} ({', '.join(f'{k}: {v}' for k, v in counts.items())})")
 
 
 @app.command("eval")
@@ -121,7 +124,9 @@ def eval_cmd(
     seeds: Annotated[Optional[int], typer.Option(help="Independent runs")] = None,
     limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None,
     backend: Annotated[Optional[str], typer.Option(help="SQL backend: sqlite or mysql")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Policy model name or HF directory")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Policy model: built-in name, checkpoint name or HF directory")] = None,
+    checkpoint: Annotated[Optional[str], typer.Option(help="Label recorded with every trajectory (default: base)")] = None,
+    tiers: Annotated[Optional[str], typer.Option(help="Training-split tiers when --split train, e.g. easy,medium")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Rollout groups in flight")] = None,
     database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
@@ -131,13 +136,18 @@ def eval_cmd(
 
     _benchmark(benchmark)
     overrides = {"split": split, "harness": harness, "k": k, "seeds": seeds, "limit": limit,
-                 "env.backend": backend, "policy.model": model, "group_concurrency": concurrency}
+                 "env.backend": backend, "policy.model": model, "group_concurrency": concurrency,
+                 "checkpoint": checkpoint, "tiers": tiers.split(",") if tiers else None}
     overrides.update(dict(parse_override(item) for item in set_ or []))
     cfg = load_config(EvalConfig, config, overrides)
     _preflight(cfg, database_url)
     from flows.evaluate import evaluate
 
-    result = evaluate(cfg, database_url=database_url)
+    try:
+        result = evaluate(cfg, database_url=database_url)
+    except Exception as exc:  # Prefect has logged the traceback; rows already written are kept
+        Console(stderr=True).print(f"[red]error:[/red] evaluation failed: {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     views.print_metrics(console, cfg, result)
 
 
@@ -153,6 +163,37 @@ def _preflight(cfg, database_url: str | None) -> None:
     check_database(database_url or default_url())
     if cfg.policy.backend == "transformers":
         resolve_model(cfg.policy.model)
+
+
+@app.command("sft")
+@user_errors
+def sft_cmd(
+    config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/sft_dbbench_smol.yaml)")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Optimizer updates")] = None,
+    lora: Annotated[Optional[bool], typer.Option("--lora/--full", help="LoRA adapters or all weights")] = None,
+    tiers: Annotated[Optional[str], typer.Option(help="Training tiers, e.g. easy,medium")] = None,
+    n_tasks: Annotated[Optional[int], typer.Option("--n-tasks", help="First N training tasks")] = None,
+    database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
+):
+    """Warm-start the policy on protocol demonstrations; prints the checkpoint name to evaluate."""
+    from configs.schema import SftConfig, load_config, parse_override
+    from db.engine import check_database, database_url as default_url
+    from envs.dbbench.data import load_split, parse_tiers
+
+    overrides = {"steps": steps, "lora": lora, "n_tasks": n_tasks,
+                 "tiers": list(parse_tiers(tiers)) if tiers else None}
+    overrides.update(dict(parse_override(item) for item in set_ or []))
+    cfg = load_config(SftConfig, config, overrides)
+    load_split("train", data_dir=cfg.env.data_dir, limit=1)
+    check_database(database_url or default_url())
+    from flows.sft import sft
+
+    result = sft(cfg, database_url=database_url)
+    console.print(f"checkpoint {result['checkpoint']} ({result['demonstrations']} demonstrations, "
+                  f"{len(result['failed_replays'])} failed replays); held-out loss "
+                  f"{result['heldout_loss_before']} -> {result['heldout_loss_after']}")
+    console.print(f"evaluate it: hs eval --model {result['checkpoint']} --checkpoint {result['checkpoint']}")
 
 
 @traj_app.command("list")

@@ -65,6 +65,8 @@ class EvalConfig(_Frozen):
     k: int = Field(default=3, ge=1, le=64, description="Rollouts per task and seed (Pass@k / Avg@k).")
     seeds: int = Field(default=3, ge=1, le=20, description="Independent runs; mean and std are over seeds.")
     limit: int | None = Field(default=None, ge=1, description="Evaluate only the first N tasks of the split.")
+    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
+        default=None, description="With split 'train': only tasks of these difficulty tiers; None = all.")
     checkpoint: str = Field(default="base", description="Label of the policy weights, recorded with every trajectory.")
     group_concurrency: int = Field(
         default=1, ge=1, le=64, description="Rollout groups run at once by the Prefect task runner.")
@@ -126,3 +128,23 @@ def describe_error(exc: ValidationError, where: str) -> str:
     got_text = "" if isinstance(got, dict) else f" (got {got!r})"
     hint = "remove it (unknown field)" if err["type"] == "extra_forbidden" else "fix the value in the YAML or the flag"
     return f"config error in {where}: field '{field}': {err['msg']}{got_text}; {hint}"
+
+
+class SftConfig(_Frozen):
+    name: str = Field(default="sft", description="Run name prefix; the checkpoint name is derived from the whole config.")
+    base_model: str = Field(default="smollm2-135m", description="Model to warm-start: built-in name, checkpoint name or HF dir.")
+    harness: str = Field(default="h0", description="Harness whose protocol and prompts the demonstrations use.")
+    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
+        default=None, description="Training-split tiers to take demonstrations from; None = all.")
+    n_tasks: int | None = Field(default=None, ge=2, description="Use the first N training tasks (after tier filter); None = all.")
+    heldout_fraction: float = Field(default=0.1, ge=0.0, lt=1.0, description="Share of demonstrations kept out for held-out loss.")
+    inspect_prob: float = Field(default=0.5, ge=0.0, le=1.0, description="Share of demonstrations that first inspect the table.")
+    steps: int = Field(default=60, ge=1, description="Optimizer updates (the step budget).")
+    batch_size: int = Field(default=8, ge=1, description="Demonstrations per update.")
+    lr: float = Field(default=1e-4, gt=0.0, le=1.0, description="Peak AdamW learning rate (cosine decay to 0).")
+    lora: bool = Field(default=False, description="Train LoRA adapters (merged into the saved weights) instead of all weights.")
+    lora_rank: int = Field(default=16, ge=1, description="LoRA rank when lora is true.")
+    seed: int = Field(default=0, description="Seed for demonstration variants and batch order.")
+    device: str = Field(default="cpu", description="Torch device for training.")
+    results_dir: str = Field(default=".hs/prefect-results", description="Where Prefect persists task results.")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment used to replay demonstrations.")

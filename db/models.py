@@ -315,9 +315,35 @@ class Evaluation(Base):
         )
 
 
+class Checkpoint(Base):
+    """Policy weights in the checkpoint registry (warm start, RL steps), with their provenance.
+
+    ``path`` is the registry folder holding a Hugging Face model directory; ``parent_id`` the
+    checkpoint it was trained from (None for a base model); ``provenance`` the config, data
+    and losses that made it.
+    """
+
+    __tablename__ = "checkpoints"
+
+    id: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    parent_id: Mapped[str | None] = mapped_column(String(NAME))
+    base_model: Mapped[str] = mapped_column(String(NAME))
+    path: Mapped[str] = mapped_column(Text)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    provenance: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"Checkpoint(id={self.id!r}, kind={self.kind!r}, step={self.step})"
+
+
 __all__ = [
     "Base",
     "BenchTask",
+    "Checkpoint",
     "Evaluation",
     "Harness",
     "NAMING_CONVENTION",

@@ -19,7 +19,7 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import EvalConfig
-from tasks.evaluation import register_run, result_storage, rollout_group, score_evaluation
+from tasks.evaluation import mark_run_failed, register_run, result_storage, rollout_group, score_evaluation
 
 
 def _progress() -> Progress:
@@ -28,7 +28,13 @@ def _progress() -> Progress:
                     TimeElapsedColumn(), TimeRemainingColumn())
 
 
-@flow(name="evaluate", flow_run_name="eval-{config.name}-{config.split}")
+def _mark_failed(flow, flow_run, state) -> None:
+    """A failed flow run leaves its run row marked 'failed' (rows already written stay)."""
+    params = flow_run.parameters or {}
+    mark_run_failed(EvalConfig.model_validate(params["config"]), params.get("database_url"))
+
+
+@flow(name="evaluate", flow_run_name="eval-{config.name}-{config.split}", on_failure=[_mark_failed])
 def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
@@ -37,12 +43,12 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     logger.info("run %s: %d rollout groups (k=%d)", run["run_id"], len(jobs), cfg.k)
 
     group_task = rollout_group.with_options(result_storage=result_storage(cfg))
-    queue, in_flight, solved, rollouts = iter(jobs), set(), 0, 0
+    queue, in_flight, solved, rollouts, failures = iter(jobs), set(), 0, 0, []
 
     def submit_next() -> None:
         job = next(queue, None)
         if job is not None:
-            in_flight.add(group_task.submit(cfg, run["run_id"], job[0], job[1], database_url))
+            in_flight.add(group_task.submit(cfg, run["run_id"], run["harness_id"], job[0], job[1], database_url))
 
     with _progress() as bar:  # at most group_concurrency groups in flight, whatever the task runner
         bar_id = bar.add_task("rollout groups", total=len(jobs), solved=0, rollouts=0)
@@ -51,9 +57,18 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
         while in_flight:
             future = next(as_completed(list(in_flight)))
             in_flight.remove(future)
-            summary = future.result()
+            try:
+                summary = future.result()
+            except Exception as exc:  # keep going: a re-run then redoes only the failed groups
+                failures.append(exc)
+                logger.error("rollout group failed: %s", exc)
+                summary = {"successes": []}
             solved, rollouts = solved + sum(summary["successes"]), rollouts + len(summary["successes"])
             bar.update(bar_id, advance=1, solved=solved, rollouts=rollouts)
             submit_next()
+
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {len(jobs)} rollout groups failed (first: {failures[0]}); "
+                           "start the same command again to run only those groups")
 
     return score_evaluation(cfg, run["run_id"], run["harness_id"], database_url)

@@ -14,6 +14,7 @@ import shutil
 from importlib.util import find_spec
 from pathlib import Path
 
+from rl.checkpoints import checkpoint_path, is_complete, registry_dir
 from rl.policy import PolicyError
 
 BUILTIN_MODELS: dict[str, tuple[str, str, str]] = {
@@ -34,9 +35,11 @@ def resolve_model(name_or_path: str, cache_dir: Path | None = None) -> Path:
             raise PolicyError(f"{path} has no config.json: point policy.model at a Hugging Face model directory")
         return path
     if name_or_path not in BUILTIN_MODELS:
+        if "/" not in name_or_path and is_complete(name_or_path):
+            return checkpoint_path(name_or_path)
         raise PolicyError(
-            f"model '{name_or_path}' not found: give a local Hugging Face model directory or one of "
-            f"{sorted(BUILTIN_MODELS)}"
+            f"model '{name_or_path}' not found: give a local Hugging Face model directory, a checkpoint "
+            f"name from {registry_dir()}, or one of {sorted(BUILTIN_MODELS)}"
         )
     target = (cache_dir or default_cache_dir()) / name_or_path
     if (target / "config.json").exists() and (target / "model.safetensors").exists():

@@ -58,8 +58,30 @@ def load_model(model_dir: Path, device: str, dtype: str):
     return _MODEL_CACHE[key]
 
 
+def length_buckets(lengths: list[int], padded_token_budget: int) -> list[list[int]]:
+    """Split a batch into chunks of similar length (indices into `lengths`).
+
+    A batch is left-padded to its longest member, so one long episode in a batch of short ones
+    multiplies the prefill cost. Sorted by length, a chunk closes when its padded size
+    (members x longest) would exceed the budget or the longest is over twice the shortest.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    chunks: list[list[int]] = []
+    for i in order:
+        if chunks:
+            chunk = chunks[-1]
+            longest = lengths[chunk[0]]
+            if (len(chunk) + 1) * longest <= padded_token_budget and longest <= 2 * max(lengths[i], 1):
+                chunk.append(i)
+                continue
+        chunks.append([i])
+    return chunks
+
+
 class TransformersPolicy:
     """Policy backed by a local Hugging Face causal LM (CPU or one GPU)."""
+
+    padded_token_budget = 16384  # prompt tokens (padding included) per generate call
 
     def __init__(self, model: str = "smollm2-135m", device: str = "cpu", dtype: str = "float32",
                  max_context_tokens: int | None = None):
@@ -121,19 +143,24 @@ class TransformersPolicy:
     @torch.inference_mode()
     def generate(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
         budget = self.max_context_tokens - sampling.max_new_tokens
-        live = [i for i, s in enumerate(sessions) if len(s.token_ids) <= budget]
         results = [Generation(text="", finish_reason="context_overflow", prompt_tokens=len(s.token_ids))
                    for s in sessions]
-        if not live:
-            return results
+        live = [i for i, s in enumerate(sessions) if len(s.token_ids) <= budget]
+        for chunk in length_buckets([len(sessions[i].token_ids) for i in live], self.padded_token_budget):
+            rows = [live[j] for j in chunk]
+            for i, gen in zip(rows, self._generate_rows([sessions[i] for i in rows], sampling)):
+                results[i] = gen
+        return results
+
+    def _generate_rows(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
+        """One left-padded model.generate call over sessions of similar length."""
         start = time.perf_counter()
-        width = max(len(sessions[i].token_ids) for i in live)
-        input_ids = torch.full((len(live), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(live), width), dtype=torch.long)
-        for row, i in enumerate(live):
-            ids = sessions[i].token_ids
-            input_ids[row, width - len(ids):] = torch.tensor(ids)
-            attention[row, width - len(ids):] = 1
+        width = max(len(s.token_ids) for s in sessions)
+        input_ids = torch.full((len(sessions), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(sessions), width), dtype=torch.long)
+        for row, s in enumerate(sessions):
+            input_ids[row, width - len(s.token_ids):] = torch.tensor(s.token_ids)
+            attention[row, width - len(s.token_ids):] = 1
         recorder = _ScaleAndRecord(sampling.temperature)
         processors = LogitsProcessorList([recorder])
         if sampling.temperature > 0 and sampling.top_p < 1.0:
@@ -149,9 +176,13 @@ class TransformersPolicy:
         new_tokens = out[:, width:].cpu()
         logprobs = recorder.finish(out[:, -1]).cpu()
         seconds = time.perf_counter() - start
-        for row, i in enumerate(live):
-            results[i] = self._finish_one(sessions[i], new_tokens[row].tolist(), logprobs[row].tolist(), seconds)
-        return results
+        return [self._finish_one(s, new_tokens[row].tolist(), logprobs[row].tolist(), seconds)
+                for row, s in enumerate(sessions)]
+
+    def append_reply(self, session: ChatSession, text: str) -> Generation:
+        """Teacher forcing: append `text` + end-of-turn as if the policy had sampled it."""
+        eos = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else self.eos_ids[0]
+        return self._finish_one(session, self.encode(text) + [eos], [], 0.0)
 
     def _finish_one(self, session: ChatSession, tokens: list[int], logprobs: list[float], seconds: float) -> Generation:
         cut = next((j + 1 for j, t in enumerate(tokens) if t in self.eos_ids), None)

@@ -30,7 +30,7 @@ from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, ge
 
 def run_id_for(cfg: EvalConfig) -> str:
     """Same config, same run: starting the same command again resumes it."""
-    return f"{cfg.name}-{stable_id('eval', cfg.model_dump_json(exclude={'group_concurrency'}))[:12]}"
+    return f"{cfg.name}-{stable_id('eval', cfg.model_dump_json(exclude={'group_concurrency', 'results_dir'}))[:12]}"
 
 
 def result_storage(cfg: EvalConfig) -> Path:
@@ -44,7 +44,7 @@ def result_storage(cfg: EvalConfig) -> Path:
 def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id: str | None) -> dict:
     """Record the run, the harness and the benchmark tasks; returns the ids the flow needs."""
     harness = load_harness(cfg.harness, cfg.env.benchmark)
-    tasks = bench_tasks(cfg.env, cfg.split, cfg.limit)
+    tasks = bench_tasks(cfg.env, cfg.split, cfg.limit, cfg.tiers)
     run_id = run_id_for(cfg)
     with session_scope(get_engine(database_url)) as session:
         store.upsert_run(session, id=run_id, kind="eval", name=cfg.name, config=cfg.model_dump(mode="json"),
@@ -57,11 +57,18 @@ def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id:
     return {"run_id": run_id, "harness_id": harness.id, "bench_task_ids": [t.id for t in tasks]}
 
 
-@task(name="rollout-group", cache_policy=INPUTS + TASK_SOURCE, persist_result=True, retries=1,
+@task(name="rollout-group", cache_policy=(INPUTS - "cfg") + TASK_SOURCE, persist_result=True, retries=1,
       task_run_name="group-{bench_task_id}-seed{seed}")
-def rollout_group(cfg: EvalConfig, run_id: str, bench_task_id: str, seed: int, database_url: str | None) -> dict:
-    """K rollouts of one benchmark task under the configured harness; rows replace any earlier copy."""
+def rollout_group(cfg: EvalConfig, run_id: str, harness_id: str, bench_task_id: str, seed: int,
+                  database_url: str | None) -> dict:
+    """K rollouts of one benchmark task under the configured harness; rows replace any earlier copy.
+
+    Cache key: run id (derived from every config field that changes an outcome), harness
+    content id, benchmark task, seed, database and this function's source.
+    """
     harness = load_harness(cfg.harness, cfg.env.benchmark)
+    if harness.id != harness_id:
+        raise RuntimeError(f"harness '{cfg.harness}' changed on disk during run {run_id}; start a new run")
     the_task = bench_task(cfg.env, bench_task_id)
     policy = get_policy(cfg.policy)
     s = cfg.sampling
@@ -73,6 +80,15 @@ def rollout_group(cfg: EvalConfig, run_id: str, bench_task_id: str, seed: int, d
     with session_scope(get_engine(database_url)) as session:
         store.replace_group(session, group)
     return {"group_id": group.id, "successes": [r.verdict.success for r in results]}
+
+
+def mark_run_failed(cfg: EvalConfig, database_url: str | None) -> None:
+    """Plain function (not a Prefect task): called from the flow's failure hook."""
+    with session_scope(get_engine(database_url)) as session:
+        try:
+            store.finish_run(session, run_id_for(cfg), "failed")
+        except LookupError:  # failed before the run was registered: nothing to mark
+            pass
 
 
 def _group_seed(seed: int, bench_task_id: str) -> int:

@@ -39,3 +39,14 @@ def prefect_api():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def train_dir(data_dir, tmp_path_factory) -> Path:
+    """A generated DBBench training split (seed 0) in a temporary HS_GENERATED_DIR."""
+    from envs.dbbench.train_split import build_train_split
+
+    root = tmp_path_factory.mktemp("generated")
+    build_train_split(root / "dbbench" / "train.jsonl", seed=0, n_tasks=400, data_dir=data_dir)
+    os.environ["HS_GENERATED_DIR"] = str(root)
+    return root

@@ -14,6 +14,7 @@ import re
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from envs.base import DataError
 
 BENCHMARK = "dbbench"
 MUTATION_TYPES = ("INSERT", "UPDATE")
+# Difficulty tiers of the generated train split, easiest first (see train_split.py).
+TIERS = ("easy", "medium", "hard")
 
 # sha256 of the pinned upstream files (THUDM/AgentBench commit 578c5e9, data/dbbench/).
 PINNED_SHA256 = {
@@ -106,6 +109,25 @@ def task_from_record(record: dict, split: str, index: int) -> BenchTask:
     )
 
 
+def check_tiers(tiers: Iterable[str]) -> tuple[str, ...]:
+    """Validate tier names; returns them de-duplicated in TIERS order (easiest first)."""
+    if isinstance(tiers, str):
+        return parse_tiers(tiers)
+    names = tuple(tiers)
+    unknown = [name for name in names if name not in TIERS]
+    if not names:
+        raise DataError(f"No DBBench tier given: use one or more of {', '.join(TIERS)}")
+    if unknown:
+        shown = ", ".join(repr(name) for name in unknown)
+        raise DataError(f"Unknown DBBench tier(s) {shown}: use one or more of {', '.join(TIERS)}")
+    return tuple(tier for tier in TIERS if tier in names)
+
+
+def parse_tiers(text: str) -> tuple[str, ...]:
+    """Parse a comma-separated tier list ("easy,medium") as given on the command line."""
+    return check_tiers(part.strip().lower() for part in text.split(",") if part.strip())
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -186,13 +208,20 @@ def load_split(
     limit: int | None = None,
     generated_dir: Path | str | None = None,
     download: bool = True,
+    tiers: tuple[str, ...] | None = None,
 ) -> list[BenchTask]:
     """Load a split as `BenchTask`s, in file order (ids are stable: they encode the line index).
 
-    `download=False` turns the network fallback off (tests, air-gapped workers).
+    `download=False` turns the network fallback off (tests, air-gapped workers). `tiers` keeps
+    only generated train tasks of those difficulty tiers (None: all); dev and standard have no
+    tiers and are returned whole. `limit` counts the tasks kept.
     """
+    wanted = check_tiers(tiers) if tiers is not None else None
     path = split_path(split, data_dir, generated_dir, download)
+    if split != "train":
+        wanted = None
     tasks: list[BenchTask] = []
+    skipped = 0
     with path.open(encoding="utf-8") as handle:
         for index, line in enumerate(handle):
             if limit is not None and len(tasks) >= limit:
@@ -203,5 +232,13 @@ def load_split(
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path} line {index + 1} is not valid JSON ({exc}): rebuild the file") from exc
+            if wanted is not None and record.get("tier") not in wanted:
+                skipped += 1
+                continue
             tasks.append(task_from_record(record, split, index))
+    if wanted is not None and not tasks and skipped:
+        raise DataError(
+            f"{path} has no task of tier(s) {', '.join(wanted)}: rebuild it with "
+            f"`hs data build-train dbbench --tiers {','.join(wanted)}`"
+        )
     return tasks

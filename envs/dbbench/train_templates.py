@@ -152,7 +152,7 @@ _INSERT_TEMPLATES = (
 _PAIR_STYLES = ("{c} = '{v}'", "'{v}' for {c}", "{c} set to '{v}'", "{c} '{v}'")
 
 
-def gen_insert(rng: random.Random, table: Table) -> dict | None:
+def new_row(rng: random.Random, table: Table) -> list[str] | None:
     """A new row: fresh numbers in numeric columns, recombined existing values elsewhere."""
     row: list[str] = []
     for i in range(len(table.columns)):
@@ -161,14 +161,24 @@ def gen_insert(rng: random.Random, table: Table) -> dict | None:
         if value is None:
             return None
         row.append(value)
-    if row in table.rows:
+    return None if row in table.rows else row
+
+
+def insert_sql(table: Table, row: list[str]) -> str:
+    """The gold INSERT naming every column, values in column order, all as string literals."""
+    cols = ", ".join(quote_ident(c) for c in table.columns)
+    return f"INSERT INTO {quote_ident(table.name)} ({cols}) VALUES ({', '.join(lit(v) for v in row)})"
+
+
+def gen_insert(rng: random.Random, table: Table) -> dict | None:
+    """A new row, its values named column by column in one of several phrasings."""
+    row = new_row(rng, table)
+    if row is None:
         return None
     style = rng.choice(_PAIR_STYLES)
     pairs = [style.format(c=c, v=v) for c, v in zip(table.columns, row)]
     description = rng.choice(_INSERT_TEMPLATES).format(t=table.name, pairs=join_and(pairs))
-    cols = ", ".join(quote_ident(c) for c in table.columns)
-    sql = f"INSERT INTO {quote_ident(table.name)} ({cols}) VALUES ({', '.join(lit(v) for v in row)})"
-    return {"type": "INSERT", "description": description, "sql": sql}
+    return {"type": "INSERT", "description": description, "sql": insert_sql(table, row)}
 
 
 # (template, how one assignment is phrased inside it)
@@ -194,7 +204,7 @@ def gen_update(rng: random.Random, table: Table) -> dict | None:
     many = rng.random() < 0.2
     if many:
         counts = Counter(table.column(key))
-        repeated = sorted(v for v, n in counts.items() if n > 1 and clean(v) and _unambiguous(table, key, v))
+        repeated = sorted(v for v, n in counts.items() if n > 1 and clean(v) and unambiguous(table, key, v))
         if not repeated:
             return None
         key_value = rng.choice(repeated)
@@ -221,7 +231,7 @@ def gen_update(rng: random.Random, table: Table) -> dict | None:
     return {"type": "UPDATE", "description": description, "sql": sql}
 
 
-def _unambiguous(table: Table, column: int, value: str) -> bool:
+def unambiguous(table: Table, column: int, value: str) -> bool:
     """Exact and collation matches select the same rows, so SQLite and MySQL agree trivially."""
     key = mysql_collation_key(value)
     return all((v == value) == (mysql_collation_key(v) == key) for v in table.column(column))
@@ -278,7 +288,7 @@ def gen_counting(rng: random.Random, table: Table) -> dict | None:
     if not table.text:
         return None
     col = rng.choice(table.text)
-    values = sorted({v for v in table.column(col) if clean(v) and _unambiguous(table, col, v)})
+    values = sorted({v for v in table.column(col) if clean(v) and unambiguous(table, col, v)})
     if not values:
         return None
     value, name = rng.choice(values), table.columns[col]
@@ -373,7 +383,7 @@ def gen_aggregation(rng: random.Random, table: Table, fn: str) -> dict | None:
     if table.text and rng.random() < 0.5:
         col = rng.choice(table.text)
         counts = Counter(table.column(col))
-        repeated = sorted(v for v, c in counts.items() if c > 1 and clean(v) and _unambiguous(table, col, v))
+        repeated = sorted(v for v, c in counts.items() if c > 1 and clean(v) and unambiguous(table, col, v))
         if repeated:
             value = rng.choice(repeated)
             where = f" WHERE {quote_ident(table.columns[col])} = {lit(value)}"

@@ -41,3 +41,9 @@ def test_unknown_trajectory_and_harness(tmp_path):
     _one_line_error(runner.invoke(app, ["traj", "show", "abcdef123", "--database-url", url]))
     text = _one_line_error(runner.invoke(app, ["eval", "--harness", "no-such-harness", "--database-url", url]))
     assert "no-such-harness" in text
+
+
+def test_missing_model_directory(tmp_path):
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    text = _one_line_error(runner.invoke(app, ["eval", "--model", str(tmp_path / "no-model"), "--database-url", url]))
+    assert "no-model" in text and "model directory" in text

@@ -47,3 +47,42 @@ def test_eval_flow_stores_everything_and_resumes_without_duplicates(tmp_path, da
         path.unlink()
     evaluate(cfg, database_url=url)
     assert counts() == first
+
+
+@pytest.mark.slow
+def test_failed_flow_run_is_marked_and_a_rerun_executes_only_the_unfinished_group(
+        tmp_path, data_dir, prefect_api, smol_policy, monkeypatch):
+    import tasks.evaluation as te
+    from db.models import Run
+    from flows.evaluate import evaluate
+
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = EvalConfig(name="faulttest", split="dev", limit=3, k=1, seeds=1, results_dir=str(tmp_path / "results"),
+                     sampling={"max_new_tokens": 8}, env={"max_rounds": 1})
+    real = te.run_rollouts
+    executed: list[str] = []
+
+    def counting(policy, specs, *args, **kwargs):
+        task_id = specs[0].bench_task.id
+        executed.append(task_id)
+        if task_id == "dbbench/dev/0001" and fail:
+            raise RuntimeError("injected fault")
+        return real(policy, specs, *args, **kwargs)
+
+    monkeypatch.setattr(te, "run_rollouts", counting)
+    fail = True
+    with pytest.raises(RuntimeError, match="injected fault"):
+        evaluate(cfg, database_url=url)
+    engine = make_engine(url)
+    with session_scope(engine) as s:
+        assert s.scalars(select(Run.status)).one() == "failed"
+        assert s.scalar(select(func.count()).select_from(RolloutGroup)) == 2
+    assert executed.count("dbbench/dev/0001") == 2  # the task's own retry, then the flow failed
+
+    fail, executed[:] = False, []
+    result = evaluate(cfg, database_url=url)
+    assert executed == ["dbbench/dev/0001"]  # finished groups came from persisted results
+    assert result["overall"]["n_tasks"] == 3
+    with session_scope(engine) as s:
+        assert s.scalars(select(Run.status)).one() == "completed"
+        assert s.scalar(select(func.count()).select_from(RolloutGroup)) == 3

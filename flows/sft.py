@@ -1,0 +1,42 @@
+"""Warm-start flow: protocol demonstrations from the training split -> supervised fine-tuning.
+
+Phases: register the run -> replay scripted demonstrations through the real environment
+(gold SQL, real observation, final answer; only verified successes kept) -> fine-tune a fresh
+copy of the base model on the assistant tokens (full or LoRA, a fixed step budget) -> save
+to the checkpoint registry and record it in the database.
+
+Departure from the paper: the Harness-S paper starts GRPO from instruct models of 4B+ that
+already follow the protocol; a 135M model on CPU does not, so (like the companion method's
+cold-start SFT) we warm-start it. The checkpoint name is derived from the config: a second run
+with the same config reuses the checkpoint instead of training again. Demonstrations never
+come from dev or standard.
+
+Run: hs sft --config configs/sft_dbbench_smol.yaml [--steps N] [--lora]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
+
+from configs.schema import SftConfig
+from tasks.sft import (checkpoint_name, make_demonstrations, register_checkpoint, register_sft_run,
+                       train_checkpoint)
+
+
+@flow(name="sft", flow_run_name="sft-{config.name}")
+def sft(config: SftConfig, database_url: str | None = None) -> dict:
+    cfg = config
+    logger = get_run_logger()
+    run_id = register_sft_run(cfg, database_url, flow_run.get_id())
+    storage = Path(cfg.results_dir).expanduser().resolve()
+    demos = make_demonstrations.with_options(result_storage=storage)(cfg, str(storage / "sft" / checkpoint_name(cfg)))
+    logger.info("%d verified demonstrations from %d training tasks (%d failed replays)",
+                demos["n_examples"], demos["n_tasks"], len(demos["failed_replays"]))
+    meta = train_checkpoint(cfg, demos["path"], run_id)
+    register_checkpoint(meta, database_url)
+    return {"checkpoint": meta["name"], "path": meta.get("path"), "demonstrations": demos["n_examples"],
+            "failed_replays": demos["failed_replays"], "heldout_loss_before": meta["heldout_loss_before"],
+            "heldout_loss_after": meta["heldout_loss_after"], "run_id": run_id}

@@ -1,0 +1,164 @@
+"""Supervised warm start: protocol demonstrations replayed through the real environment.
+
+At CPU scale the default policy ignores DBBench's protocol (0 of 9 dev tasks solved), so GRPO
+would see only zero rewards. As the companion method's cold start does, we first fine-tune on
+demonstrations written in H0's protocol: each training task's gold SQL, the REAL observation
+the environment returns for it, and the final answer. The replies are appended to the same
+token-level sessions the rollout engine uses (teacher forcing), so demonstrations have exactly
+the token layout and loss mask of rollouts; the loss covers the assistant's tokens only.
+
+Demonstrations come only from the generated training split, never from dev or standard.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass
+
+import torch
+
+from envs.base import Environment
+from harness_pool.spec import HarnessSpec
+from rl.policy import ChatSession, Generation, Sampling
+from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
+
+
+@dataclass
+class SftExample:
+    bench_task_id: str
+    input_ids: list[int]
+    loss_mask: list[int]  # 1 on assistant (policy) tokens
+
+
+def demo_replies(task, rng: random.Random, inspect_prob: float = 0.5) -> list[str]:
+    """The scripted assistant turns for one training task in H0's text protocol."""
+    replies = []
+    if rng.random() < inspect_prob:
+        replies.append(f"First I look at a few rows of the table.\nAction: Operation\n```sql\n"
+                       f"SELECT * FROM `{task.table_name}` LIMIT 3;\n```")
+    if task.is_mutation:
+        what = "insert the new row" if task.task_type == "INSERT" else "update the matching rows"
+        replies.append(f"I will {what}.\nAction: Operation\n```sql\n{task.gold_sql}\n```")
+        replies.append("The table is changed as requested.\nAction: Answer\nFinal Answer: []")
+    else:
+        replies.append(f"I will compute the answer with one query.\nAction: Operation\n```sql\n{task.gold_sql}\n```")
+        replies.append(f"The query gives the answer.\nAction: Answer\nFinal Answer: {json.dumps(list(task.label))}")
+    return replies
+
+
+class ForcedReplies:
+    """A Policy whose 'samples' are given texts, appended with teacher forcing by a token-level
+    backend; the i-th started session replays the i-th script. Used to record demonstrations
+    through the real rollout engine and environment."""
+
+    def __init__(self, inner, scripts: list[list[str]]):
+        self.inner, self.name, self.max_context_tokens = inner, f"forced:{inner.name}", inner.max_context_tokens
+        self._scripts = list(scripts)
+        self._by_session: dict[int, list[str]] = {}
+
+    def start(self, messages) -> ChatSession:
+        session = self.inner.start(messages)
+        self._by_session[id(session)] = list(self._scripts.pop(0))
+        return session
+
+    def extend(self, session, messages) -> None:
+        self.inner.extend(session, messages)
+
+    def reset_context(self, session, messages) -> None:
+        self.inner.reset_context(session, messages)
+
+    def generate(self, sessions, sampling: Sampling) -> list[Generation]:
+        out = []
+        for s in sessions:
+            script = self._by_session[id(s)]
+            text = script.pop(0) if script else "Action: Answer\nFinal Answer: []"
+            out.append(self.inner.append_reply(s, text))
+        return out
+
+
+def build_demonstrations(policy, tasks: list, harness: HarnessSpec, make_env, seed: int = 0,
+                         inspect_prob: float = 0.5, max_rounds: int = 15) -> tuple[list[SftExample], list[RolloutResult]]:
+    """Replay scripted demonstrations; keep those the verifier accepts. Returns (examples, all results)."""
+    bad = [t.id for t in tasks if t.split != "train"]
+    if bad:
+        raise ValueError(f"demonstrations come only from the training split, got {bad[:3]}")
+    rng = random.Random(seed)
+    scripts = [demo_replies(t, rng, inspect_prob) for t in tasks]
+    forced = ForcedReplies(policy, scripts)
+    results = run_rollouts(forced, [RolloutSpec(t, harness, 0) for t in tasks], make_env, Sampling(), max_rounds)
+    examples = []
+    for r in results:
+        if r.verdict.success:
+            ids = [i for t in r.turns for i in t.context_ids + t.completion_ids]
+            mask = [m for t in r.turns for m in t.loss_mask]
+            examples.append(SftExample(r.bench_task_id, ids, mask))
+    return examples, results
+
+
+def _batch(examples: list[SftExample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded [B, T] input ids, attention mask and loss mask."""
+    width = max(len(e.input_ids) for e in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(examples), width), dtype=torch.long)
+    mask = torch.zeros((len(examples), width), dtype=torch.float32)
+    for row, e in enumerate(examples):
+        n = len(e.input_ids)
+        ids[row, :n] = torch.tensor(e.input_ids)
+        attn[row, :n] = 1
+        mask[row, :n] = torch.tensor(e.loss_mask, dtype=torch.float32)
+    return ids, attn, mask
+
+
+def masked_nll(model, examples: list[SftExample], pad_id: int) -> torch.Tensor:
+    """Mean negative log-likelihood over loss-mask-1 tokens (token t is predicted from < t)."""
+    ids, attn, mask = _batch(examples, pad_id)
+    logits = model(input_ids=ids.to(model.device), attention_mask=attn.to(model.device)).logits[:, :-1]
+    target, weight = ids[:, 1:].to(model.device), mask[:, 1:].to(model.device)
+    nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), target, reduction="none")
+    return (nll * weight).sum() / weight.sum().clamp(min=1.0)
+
+
+@torch.no_grad()
+def heldout_loss(model, examples: list[SftExample], pad_id: int, batch_size: int = 8) -> float:
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start:start + batch_size]
+        tokens = sum(sum(e.loss_mask[1:]) for e in chunk)
+        total += masked_nll(model, chunk, pad_id).item() * tokens
+        count += tokens
+    return total / max(count, 1)
+
+
+def train_sft(model, examples: list[SftExample], pad_id: int, steps: int, batch_size: int = 8, lr: float = 1e-4,
+              seed: int = 0, on_step=None) -> list[float]:
+    """AdamW on shuffled mini-batches for `steps` updates (cosine decay); returns the loss per step."""
+    if not examples:
+        raise ValueError("no demonstrations to train on")
+    rng = random.Random(seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * s / max(steps, 1))))
+    order: list[int] = []
+    losses = []
+    model.train()
+    for step in range(steps):
+        if len(order) < batch_size:
+            extra = list(range(len(examples)))
+            rng.shuffle(extra)
+            order += extra
+        chunk = [examples[i] for i in order[:batch_size]]
+        order = order[batch_size:]
+        loss = masked_nll(model, chunk, pad_id)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        if on_step:
+            on_step(step + 1, loss.item())
+    model.eval()
+    return losses

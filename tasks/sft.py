@@ -1,0 +1,119 @@
+"""Prefect tasks of the warm-start flow: demonstrations, training, checkpoint registration."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import torch
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from configs.schema import PolicyConfig, SftConfig
+from db import store
+from db.engine import session_scope
+from db.ids import stable_id
+from db.models import Checkpoint
+from envs.dbbench.data import load_split
+from harness_pool.spec import load_harness
+from rl.checkpoints import is_complete, read_meta, save_checkpoint
+from rl.model_store import resolve_model
+from rl.sft import SftExample, build_demonstrations, heldout_loss, train_sft
+from tasks.resources import env_factory, get_engine, get_policy
+
+
+def checkpoint_name(cfg: SftConfig) -> str:
+    """Same config, same checkpoint: built on first use, reused afterwards."""
+    return f"{cfg.name}-{stable_id('sft', cfg.model_dump_json(exclude={'results_dir'}))[:10]}"
+
+
+def sft_run_id(cfg: SftConfig) -> str:
+    return f"sft-{checkpoint_name(cfg)}"
+
+
+@task(name="build-demonstrations", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
+def make_demonstrations(cfg: SftConfig, out_dir: str) -> dict:
+    """Replay scripted demonstrations of training tasks; write the verified ones as JSONL."""
+    tasks = load_split("train", data_dir=cfg.env.data_dir, tiers=tuple(cfg.tiers) if cfg.tiers else None)
+    tasks = tasks[: cfg.n_tasks] if cfg.n_tasks else tasks
+    policy = get_policy(PolicyConfig(model=cfg.base_model, device="cpu"))
+    examples, results = build_demonstrations(getattr(policy, "inner", policy), tasks, load_harness(cfg.harness),
+                                             env_factory(cfg.env), seed=cfg.seed, inspect_prob=cfg.inspect_prob,
+                                             max_rounds=cfg.env.max_rounds)
+    path = Path(out_dir) / "demonstrations.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        for e in examples:
+            fh.write(json.dumps({"bench_task_id": e.bench_task_id, "input_ids": e.input_ids, "loss_mask": e.loss_mask}) + "\n")
+    failed = [r.bench_task_id for r in results if not r.verdict.success]
+    return {"path": str(path), "n_examples": len(examples), "n_tasks": len(tasks), "failed_replays": failed}
+
+
+def _load_examples(path: str) -> list[SftExample]:
+    return [SftExample(**json.loads(line)) for line in Path(path).read_text().splitlines() if line]
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]sft"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]:.3f}"),
+                    TimeRemainingColumn())
+
+
+@task(name="train-sft")
+def train_checkpoint(cfg: SftConfig, demos_path: str, run_id: str) -> dict:
+    """Fine-tune a fresh copy of the base model; skipped when the checkpoint already exists."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name = checkpoint_name(cfg)
+    if is_complete(name):
+        return read_meta(name)
+    examples = _load_examples(demos_path)
+    random.Random(cfg.seed).shuffle(examples)
+    n_held = int(len(examples) * cfg.heldout_fraction)
+    held, train = examples[:n_held], examples[n_held:]
+    model_dir = resolve_model(cfg.base_model)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(cfg.device)
+    if cfg.lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=2 * cfg.lora_rank, lora_dropout=0.0,
+                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    before = heldout_loss(model, held, pad) if held else None
+    with _progress() as bar:
+        bar_id = bar.add_task("sft", total=cfg.steps, loss=float("nan"))
+        losses = train_sft(model, train, pad, cfg.steps, cfg.batch_size, cfg.lr, cfg.seed,
+                           on_step=lambda s, loss: bar.update(bar_id, completed=s, loss=loss))
+    after = heldout_loss(model, held, pad) if held else None
+    if cfg.lora:
+        model = model.merge_and_unload()
+    meta = {"name": name, "kind": "sft", "run_id": run_id, "base_model": cfg.base_model, "parent": cfg.base_model,
+            "step": cfg.steps, "config": cfg.model_dump(mode="json"), "n_train": len(train), "n_heldout": len(held),
+            "heldout_loss_before": before, "heldout_loss_after": after, "train_losses": losses}
+    path = save_checkpoint(model, tokenizer, name, meta)
+    return {**meta, "path": str(path.resolve())}
+
+
+@task(name="register-checkpoint")
+def register_checkpoint(meta: dict, database_url: str | None) -> str:
+    from rl.checkpoints import checkpoint_path
+
+    with session_scope(get_engine(database_url)) as session:
+        session.merge(Checkpoint(
+            id=meta["name"], run_id=meta["run_id"], kind=meta["kind"], parent_id=meta["parent"],
+            base_model=meta["base_model"], path=str(checkpoint_path(meta["name"]).resolve()), step=meta["step"],
+            provenance={k: meta[k] for k in ("config", "n_train", "n_heldout", "train_losses")},
+            metrics={"heldout_loss_before": meta["heldout_loss_before"], "heldout_loss_after": meta["heldout_loss_after"]}))
+        store.finish_run(session, meta["run_id"], "completed")
+    return meta["name"]
+
+
+@task(name="register-sft-run")
+def register_sft_run(cfg: SftConfig, database_url: str | None, prefect_flow_run_id: str | None) -> str:
+    run_id = sft_run_id(cfg)
+    with session_scope(get_engine(database_url)) as session:
+        store.upsert_run(session, id=run_id, kind="sft", name=cfg.name, config=cfg.model_dump(mode="json"),
+                         status="running", prefect_flow_run_id=prefect_flow_run_id)
+    return run_id

@@ -1,0 +1,37 @@
+"""The warm-start flow end to end: demonstrations -> training -> registry + database; reused on re-run."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from configs.schema import SftConfig
+from db.engine import make_engine, session_scope
+from db.models import Checkpoint, Run
+
+
+@pytest.mark.slow
+def test_sft_flow_registers_a_checkpoint_that_eval_can_load(tmp_path, train_dir, prefect_api, smol_policy, monkeypatch):
+    from flows.sft import sft
+    from rl.checkpoints import checkpoint_path, read_meta
+    from rl.model_store import resolve_model
+
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = SftConfig(name="sfttest", n_tasks=10, steps=2, batch_size=2, heldout_fraction=0.2,
+                    results_dir=str(tmp_path / "results"), lr=3e-4)
+    result = sft(cfg, database_url=url)
+    name = result["checkpoint"]
+    assert result["demonstrations"] == 10 and result["failed_replays"] == []
+    assert resolve_model(name) == checkpoint_path(name)
+    meta = read_meta(name)
+    assert meta["n_train"] == 8 and meta["n_heldout"] == 2 and len(meta["train_losses"]) == 2
+    with session_scope(make_engine(url)) as s:
+        ckpt = s.get(Checkpoint, name)
+        assert ckpt.kind == "sft" and ckpt.parent_id == "smollm2-135m" and ckpt.step == 2
+        assert ckpt.provenance["config"]["n_tasks"] == 10
+        assert s.get(Run, ckpt.run_id).status == "completed"
+    weights = checkpoint_path(name) / "model.safetensors"
+    stamp = weights.stat().st_mtime_ns
+    again = sft(cfg, database_url=url)  # same config: the checkpoint is reused, not retrained
+    assert again["checkpoint"] == name and weights.stat().st_mtime_ns == stamp
