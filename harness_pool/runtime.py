@@ -25,7 +25,9 @@ def fill(template: str, fields: dict[str, str]) -> str:
 def task_fields(task: object) -> dict[str, str]:
     """Template placeholders a harness may use, taken from a benchmark task."""
     columns = getattr(task, "columns", None) or []
+    rows = getattr(task, "rows", None) or []
     return {
+        "sample_rows": str([tuple(r) for r in rows[:3]]),
         "instruction": str(getattr(task, "instruction", "")),
         "description": str(getattr(task, "description", "")),
         "add_description": str(getattr(task, "add_description", "")),

@@ -171,7 +171,22 @@ def load_harness(name_or_path: str | Path, benchmark: str = "dbbench") -> Harnes
         raise HarnessError(f"{path}: field '{where}': {err['msg']}; fix that field (see harness_pool/spec.py)") from None
 
 
+class _ReadableDumper(yaml.SafeDumper):
+    """Multi-line text as literal blocks, so a diff between sibling files reads like prose."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ReadableDumper.add_representer(str, _str)
+
+
 def dump_harness(spec: HarnessSpec, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100))
+    text = yaml.dump(spec.model_dump(mode="json"), Dumper=_ReadableDumper, sort_keys=False, allow_unicode=True, width=100)
+    path.write_text(text)
+    if load_harness(path).id != spec.id:  # never write a file that loads as a different harness
+        raise HarnessError(f"{path}: YAML round trip changed the harness; report this as a bug")
     return path
