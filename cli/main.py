@@ -123,6 +123,7 @@ def eval_cmd(
     k: Annotated[Optional[int], typer.Option(help="Rollouts per task and seed")] = None,
     seeds: Annotated[Optional[int], typer.Option(help="Independent runs")] = None,
     limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None,
+    every: Annotated[Optional[int], typer.Option(help="Every Nth task (a stratified subsample of type-sorted splits)")] = None,
     backend: Annotated[Optional[str], typer.Option(help="SQL backend: sqlite or mysql")] = None,
     model: Annotated[Optional[str], typer.Option(help="Policy model: built-in name, checkpoint name or HF directory")] = None,
     checkpoint: Annotated[Optional[str], typer.Option(help="Label recorded with every trajectory (default: base)")] = None,
@@ -135,7 +136,7 @@ def eval_cmd(
     from configs.schema import EvalConfig, load_config, parse_override
 
     _benchmark(benchmark)
-    overrides = {"split": split, "harness": harness, "k": k, "seeds": seeds, "limit": limit,
+    overrides = {"split": split, "harness": harness, "k": k, "seeds": seeds, "limit": limit, "every": every,
                  "env.backend": backend, "policy.model": model, "group_concurrency": concurrency,
                  "checkpoint": checkpoint, "tiers": tiers.split(",") if tiers else None}
     overrides.update(dict(parse_override(item) for item in set_ or []))

@@ -65,6 +65,10 @@ class EvalConfig(_Frozen):
     k: int = Field(default=3, ge=1, le=64, description="Rollouts per task and seed (Pass@k / Avg@k).")
     seeds: int = Field(default=3, ge=1, le=20, description="Independent runs; mean and std are over seeds.")
     limit: int | None = Field(default=None, ge=1, description="Evaluate only the first N tasks of the split.")
+    every: int = Field(
+        default=1, ge=1,
+        description="Take every Nth task of the split (before limit): a deterministic subsample that keeps the "
+        "type mix of files sorted by type, such as standard.")
     tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
         default=None, description="With split 'train': only tasks of these difficulty tiers; None = all.")
     checkpoint: str = Field(default="base", description="Label of the policy weights, recorded with every trajectory.")

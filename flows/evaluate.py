@@ -39,7 +39,8 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
     run = register_run(cfg, database_url, flow_run.get_id())
-    jobs = [(task_id, seed) for seed in range(cfg.seeds) for task_id in run["bench_task_ids"]]
+    # Task-major order: an interrupted run has complete seeds for the tasks it reached.
+    jobs = [(task_id, seed) for task_id in run["bench_task_ids"] for seed in range(cfg.seeds)]
     logger.info("run %s: %d rollout groups (k=%d)", run["run_id"], len(jobs), cfg.k)
 
     group_task = rollout_group.with_options(result_storage=result_storage(cfg))

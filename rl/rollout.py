@@ -150,7 +150,7 @@ def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int)
     tool = ep.spec.harness.tool_view
     parsed = parse_action(tool.protocol, gen.text, tool.accept_scalar_answer)
     record.action_kind, record.parse_error = parsed.kind, parsed.error
-    record.action = _as_dict(parsed.action)
+    record.action = _as_dict(parsed.action) if parsed.action else {"type": "Invalid", "error": parsed.error}
     blocked, events = ep.runtime.check_action(parsed.kind)
     record.hook_events.extend(events)
     started = time.perf_counter()

@@ -44,7 +44,7 @@ def result_storage(cfg: EvalConfig) -> Path:
 def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id: str | None) -> dict:
     """Record the run, the harness and the benchmark tasks; returns the ids the flow needs."""
     harness = load_harness(cfg.harness, cfg.env.benchmark)
-    tasks = bench_tasks(cfg.env, cfg.split, cfg.limit, cfg.tiers)
+    tasks = bench_tasks(cfg.env, cfg.split, cfg.limit, cfg.tiers, cfg.every)
     run_id = run_id_for(cfg)
     with session_scope(get_engine(database_url)) as session:
         store.upsert_run(session, id=run_id, kind="eval", name=cfg.name, config=cfg.model_dump(mode="json"),

@@ -59,8 +59,9 @@ def _split(split: str, data_dir: str | None) -> tuple[BenchTask, ...]:
     return tuple(load_split(split, data_dir=data_dir))
 
 
-def bench_tasks(env: EnvConfig, split: str, limit: int | None = None, tiers: list[str] | None = None) -> list[BenchTask]:
-    tasks = [t for t in _split(split, env.data_dir) if not tiers or t.tier in tiers]
+def bench_tasks(env: EnvConfig, split: str, limit: int | None = None, tiers: list[str] | None = None,
+                every: int = 1) -> list[BenchTask]:
+    tasks = [t for t in _split(split, env.data_dir) if not tiers or t.tier in tiers][::every]
     return tasks[:limit] if limit else tasks
 
 
