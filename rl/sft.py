@@ -21,6 +21,7 @@ import torch
 
 from envs.base import Environment
 from harness_pool.spec import HarnessSpec
+from rl.logprobs import token_logprobs
 from rl.policy import ChatSession, Generation, Sampling
 from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
 
@@ -111,30 +112,39 @@ def _batch(examples: list[SftExample], pad_id: int) -> tuple[torch.Tensor, torch
     return ids, attn, mask
 
 
-def masked_nll(model, examples: list[SftExample], pad_id: int) -> torch.Tensor:
-    """Mean negative log-likelihood over loss-mask-1 tokens (token t is predicted from < t)."""
+def masked_nll_sum(model, examples: list[SftExample], pad_id: int) -> tuple[torch.Tensor, float]:
+    """(sum of negative log-likelihoods over loss-mask-1 tokens, their count).
+
+    Log-probs come from `token_logprobs`, which projects to the vocabulary in position chunks,
+    so full-vocabulary logits are never held for the whole batch.
+    """
     ids, attn, mask = _batch(examples, pad_id)
-    logits = model(input_ids=ids.to(model.device), attention_mask=attn.to(model.device)).logits[:, :-1]
-    target, weight = ids[:, 1:].to(model.device), mask[:, 1:].to(model.device)
-    nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), target, reduction="none")
-    return (nll * weight).sum() / weight.sum().clamp(min=1.0)
+    logp = token_logprobs(model, ids.to(model.device), attn.to(model.device))
+    weight = mask.to(model.device)
+    weight[:, 0] = 0.0  # the first token has no context
+    return -(logp * weight).sum(), float(weight.sum().item())
 
 
 @torch.no_grad()
-def heldout_loss(model, examples: list[SftExample], pad_id: int, batch_size: int = 8) -> float:
+def heldout_loss(model, examples: list[SftExample], pad_id: int, batch_size: int = 2) -> float:
     model.eval()
     total, count = 0.0, 0
     for start in range(0, len(examples), batch_size):
         chunk = examples[start:start + batch_size]
-        tokens = sum(sum(e.loss_mask[1:]) for e in chunk)
-        total += masked_nll(model, chunk, pad_id).item() * tokens
-        count += tokens
+        part_sum, part_count = masked_nll_sum(model, chunk, pad_id)
+        total += part_sum.item()
+        count += part_count
     return total / max(count, 1)
 
 
 def train_sft(model, examples: list[SftExample], pad_id: int, steps: int, batch_size: int = 8, lr: float = 1e-4,
-              seed: int = 0, on_step=None) -> list[float]:
-    """AdamW on shuffled mini-batches for `steps` updates (cosine decay); returns the loss per step."""
+              seed: int = 0, on_step=None, micro_batch_size: int = 2) -> list[float]:
+    """AdamW on shuffled mini-batches for `steps` updates (cosine decay); returns the loss per step.
+
+    Each update accumulates gradients over micro-batches of `micro_batch_size` demonstrations
+    (activation memory scales with it; the update is the same token-weighted mean as one big
+    batch). On 2 CPU cores a batch of 8 long demonstrations at once needed over 23 GB.
+    """
     if not examples:
         raise ValueError("no demonstrations to train on")
     rng = random.Random(seed)
@@ -151,14 +161,18 @@ def train_sft(model, examples: list[SftExample], pad_id: int, steps: int, batch_
             order += extra
         chunk = [examples[i] for i in order[:batch_size]]
         order = order[batch_size:]
-        loss = masked_nll(model, chunk, pad_id)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        n_tokens = sum(sum(e.loss_mask[1:]) for e in chunk) or 1
+        total = 0.0
+        for start in range(0, len(chunk), micro_batch_size):
+            part_sum, _ = masked_nll_sum(model, chunk[start:start + micro_batch_size], pad_id)
+            (part_sum / n_tokens).backward()
+            total += part_sum.item()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         schedule.step()
-        losses.append(loss.item())
+        losses.append(total / n_tokens)
         if on_step:
-            on_step(step + 1, loss.item())
+            on_step(step + 1, total / n_tokens)
     model.eval()
     return losses

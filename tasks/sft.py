@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import torch
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -82,10 +82,16 @@ def train_checkpoint(cfg: SftConfig, demos_path: str, run_id: str) -> dict:
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     before = heldout_loss(model, held, pad) if held else None
+    logger = get_run_logger()
+
+    def on_step(step: int, loss: float) -> None:
+        bar.update(bar_id, completed=step, loss=loss)
+        if step % 5 == 0 or step == cfg.steps:  # progress also reaches logs and the Prefect UI
+            logger.info("sft step %d/%d loss %.4f", step, cfg.steps, loss)
+
     with _progress() as bar:
         bar_id = bar.add_task("sft", total=cfg.steps, loss=float("nan"))
-        losses = train_sft(model, train, pad, cfg.steps, cfg.batch_size, cfg.lr, cfg.seed,
-                           on_step=lambda s, loss: bar.update(bar_id, completed=s, loss=loss))
+        losses = train_sft(model, train, pad, cfg.steps, cfg.batch_size, cfg.lr, cfg.seed, on_step=on_step)
     after = heldout_loss(model, held, pad) if held else None
     if cfg.lora:
         model = model.merge_and_unload()
