@@ -190,7 +190,11 @@ def sft_cmd(
     check_database(database_url or default_url())
     from flows.sft import sft
 
-    result = sft(cfg, database_url=database_url)
+    try:
+        result = sft(cfg, database_url=database_url)
+    except Exception as exc:  # Prefect has logged the traceback; the registry never holds half a checkpoint
+        Console(stderr=True).print(f"[red]error:[/red] warm start failed: {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     console.print(f"checkpoint {result['checkpoint']} ({result['demonstrations']} demonstrations, "
                   f"{len(result['failed_replays'])} failed replays); held-out loss "
                   f"{result['heldout_loss_before']} -> {result['heldout_loss_after']}")
