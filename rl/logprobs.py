@@ -20,9 +20,8 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     """
     hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     head = model.get_output_embeddings()
-    out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
     targets = input_ids[:, 1:]
-    pieces = []
+    pieces = [torch.zeros((input_ids.shape[0], 1), dtype=torch.float32, device=input_ids.device)]
     for start in range(0, hidden.shape[1] - 1, chunk):
         stop = min(start + chunk, hidden.shape[1] - 1)
         logits = head(hidden[:, start:stop]).float()
@@ -30,6 +29,4 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
             logits = logits / temperature
         logp = torch.log_softmax(logits, dim=-1)
         pieces.append(logp.gather(2, targets[:, start:stop, None]).squeeze(2))
-    if pieces:
-        out = torch.cat([out[:, :1], torch.cat(pieces, dim=1)], dim=1)
-    return out
+    return torch.cat(pieces, dim=1)

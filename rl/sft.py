@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import torch
 
-from envs.base import Environment
 from harness_pool.spec import HarnessSpec
 from rl.logprobs import token_logprobs
 from rl.policy import ChatSession, Generation, Sampling

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import select
 
 from configs.schema import SftConfig
 from db.engine import make_engine, session_scope
