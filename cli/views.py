@@ -26,6 +26,25 @@ def print_metrics(console: Console, cfg, result: dict) -> None:
     console.print(f"Pass@{k}: {_pm(overall['pass'])}  Avg@{k}: {_pm(overall['avg'])}", highlight=False)
 
 
+def print_training(console: Console, result: dict) -> None:
+    """Per-update signals of a finished training run, then the final re-anchor."""
+    table = Table(title=f"training run {result['run_id']}")
+    cols = [("step", "step"), ("reward", "train/reward_mean"), ("valid groups", "train/valid_group_ratio"),
+            ("eff. tokens", "train/effective_token_ratio"), ("rescues", "rollout/rescues_triggered"),
+            ("rescue ok", "rollout/rescue_success"), ("rollouts", "rollout/rollouts_spent"),
+            ("rollout s", "time/rollout_s"), ("update s", "time/update_s")]
+    for title, _ in cols:
+        table.add_column(title, justify="right")
+    for row in result["history"]:
+        table.add_row(*[f"{row.get(key, 0):.2f}" if key != "step" else str(row["step"]) for _, key in cols])
+    console.print(table)
+    final = result["final_reanchor"]
+    console.print("validation success at the end: " + ", ".join(f"{k} {v:.2f}" for k, v in final["success"].items()),
+                  highlight=False)
+    console.print(f"checkpoint {result['checkpoint']} · evaluate it under H0: hs eval --checkpoint {result['checkpoint']}",
+                  highlight=False)
+
+
 def print_trajectory_table(console: Console, rows) -> None:
     table = Table(title="trajectories")
     for col in ("id", "run", "bench task", "harness", "#", "ok", "failure", "turns", "tokens"):

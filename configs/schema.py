@@ -152,3 +152,85 @@ class SftConfig(_Frozen):
     device: str = Field(default="cpu", description="Torch device for training.")
     results_dir: str = Field(default=".hs/prefect-results", description="Where Prefect persists task results.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment used to replay demonstrations.")
+
+
+class TrainerConfig(_Frozen):
+    backend: Literal["torch", "deepspeed"] = Field(
+        default="torch", description="torch: one process on CPU or one GPU; deepspeed: ZeRO over the launched GPUs.")
+    device: str = Field(default="cpu", description="Torch device of the torch backend ('cpu', 'cuda').")
+    lr: float = Field(default=1e-5, gt=0.0, le=1.0, description="AdamW learning rate (constant).")
+    weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay.")
+    grad_clip: float = Field(default=1.0, gt=0.0, description="Global gradient-norm clip.")
+    micro_batch: int = Field(
+        default=2, ge=1, description="Sequences per forward/backward; gradients accumulate over the update's batch.")
+    logprob_chunk: int = Field(default=128, ge=8, description="Positions projected to the vocabulary at once.")
+    gradient_checkpointing: bool = Field(default=False, description="Recompute activations in backward (less memory).")
+    lora: bool = Field(default=False, description="Train LoRA adapters (peft) instead of all weights.")
+    lora_rank: int = Field(default=16, ge=1, description="LoRA rank when lora is true.")
+    zero_stage: Literal[0, 1, 2, 3] = Field(default=2, description="DeepSpeed ZeRO stage (deepspeed backend only).")
+
+
+class RouterConfig(_Frozen):
+    kind: Literal["random", "fixed"] = Field(
+        default="random", description="random: seeded random top-K of the pool; fixed: the 'names' list in order.")
+    names: list[str] = Field(default_factory=list, description="Harness names for the fixed router.")
+
+
+class ValidationConfig(_Frozen):
+    split: Literal["train", "dev"] = Field(
+        default="train",
+        description="Where re-anchor validation tasks come from; 'train' takes the LAST n_tasks of the (tier-filtered) "
+        "training split and removes them from the training tasks, so the two never overlap.")
+    n_tasks: int = Field(default=8, ge=1, description="Validation tasks shared by every harness (paired validation).")
+    k: int = Field(default=1, ge=1, le=16, description="Rollouts per harness and validation task.")
+
+
+class TrainConfig(_Frozen):
+    name: str = Field(default="train", description="Run name prefix; the run id is derived from the whole config.")
+    mode: Literal["harness_s", "grpo", "h0_rescue", "fixed_mixture"] = Field(
+        default="harness_s",
+        description="harness_s: rescue dead H0 groups with router-chosen siblings; grpo: no rescue; h0_rescue: a dead "
+        "group gets K fresh H0 rollouts; fixed_mixture: every group's K rollouts spread over 'mixture'.")
+    init: str = Field(
+        default="smollm2-135m",
+        description="Starting weights: built-in model, checkpoint name or HF dir. Ignored when warm_start is set.")
+    warm_start: str | None = Field(
+        default=None,
+        description="Path of an SFT config (configs/sft_*.yaml): its checkpoint is the starting point, built on first "
+        "use and reused afterwards.")
+    harness: str = Field(default="h0", description="The base harness H0.")
+    pool: list[str] = Field(
+        default_factory=lambda: ["schema_rows", "format_reminder", "inspect_first", "query_before_answer",
+                                 "lenient_answer"],
+        description="Auxiliary (sibling) harnesses the router may choose from; frozen for the run.")
+    mixture: list[str] = Field(
+        default_factory=lambda: ["h0", "schema_rows", "format_reminder", "inspect_first"],
+        description="Harnesses of the fixed_mixture mode, used round robin within every group.")
+    router: RouterConfig = Field(default_factory=RouterConfig, description="How dead groups pick their siblings.")
+    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
+        default=None, description="Training-split tiers to train on; None = all.")
+    n_tasks: int | None = Field(default=None, ge=1, description="Use the first N training tasks (after tiers); None = all.")
+    updates: int = Field(default=20, ge=1, description="GRPO updates (steps).")
+    batch_tasks: int = Field(default=4, ge=1, description="Benchmark tasks per update.")
+    k: int = Field(default=8, ge=2, le=64, description="Rollouts per group (K).")
+    reanchor_every: int = Field(default=10, ge=1, description="Re-anchor (paired validation) every N updates and at the end.")
+    checkpoint_every: int = Field(default=10, ge=1, description="Register a named checkpoint every N updates and at the end.")
+    validation: ValidationConfig = Field(default_factory=ValidationConfig, description="Re-anchor validation.")
+    seed: int = Field(default=0, description="Seed for the data order, sampling and the router.")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Trainer backend settings.")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
+    wandb: Literal["offline", "online", "disabled"] = Field(
+        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb.")
+    results_dir: str = Field(default=".hs/prefect-results", description="Where Prefect persists task results.")
+    state_dir: str = Field(default=".hs/runs", description="Per-run resume state (weights, optimizer, step).")
+
+    @model_validator(mode="after")
+    def _mode_needs(self) -> TrainConfig:
+        if self.mode == "harness_s" and not self.pool:
+            raise ValueError("mode harness_s needs a non-empty pool of sibling harnesses (pool: [schema_rows, ...])")
+        if self.mode == "fixed_mixture" and not self.mixture:
+            raise ValueError("mode fixed_mixture needs a non-empty mixture list of harness names")
+        if self.router.kind == "fixed" and not self.router.names:
+            raise ValueError("router.kind fixed needs router.names (harness names from the pool)")
+        return self

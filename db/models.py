@@ -340,10 +340,33 @@ class Checkpoint(Base):
         return f"Checkpoint(id={self.id!r}, kind={self.kind!r}, step={self.step})"
 
 
+class TrainStep(Base):
+    """Signals of one GRPO update (DESIGN.md §2.4): one row per (run, step), replaced on re-run.
+
+    ``metrics`` holds the flat signal names also sent to W&B (train/valid_group_ratio,
+    rollout/rescue_success, time/rollout_s, ...); ``details`` the per-group record of the step
+    (task, role, harness ids, successes, router votes) for analyses.
+    """
+
+    __tablename__ = "train_steps"
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    mode: Mapped[str] = mapped_column(String(32))
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"TrainStep(run_id={self.run_id!r}, step={self.step}, mode={self.mode!r})"
+
+
 __all__ = [
     "Base",
     "BenchTask",
     "Checkpoint",
+    "TrainStep",
     "Evaluation",
     "Harness",
     "NAMING_CONVENTION",

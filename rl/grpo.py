@@ -34,7 +34,8 @@ def mismatch_weight(trainer_old_logprobs: torch.Tensor, rollout_logprobs: torch.
 
 def clipped_surrogate_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                            loss_mask: torch.Tensor, rollout_logprobs: torch.Tensor | None = None,
-                           clip_low: float = CLIP_LOW, clip_high: float = CLIP_HIGH) -> tuple[torch.Tensor, dict]:
+                           clip_low: float = CLIP_LOW, clip_high: float = CLIP_HIGH,
+                           normaliser: float | None = None) -> tuple[torch.Tensor, dict]:
     """Token-level clipped surrogate (to minimise).
 
     logprobs [B, T]: current policy log-probs of the sampled tokens (with grad).
@@ -43,6 +44,9 @@ def clipped_surrogate_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, a
     loss_mask [B, T]: 1 on policy-generated tokens, 0 elsewhere.
     rollout_logprobs [B, T] or None: the rollout engine's log-probs; when given, each token's
     term is weighted by mismatch_weight(old_logprobs, rollout_logprobs).
+    normaliser: divide the masked sum by this instead of this batch's mask-1 count; gradient
+    accumulation over micro-batches passes the whole update's count, so the sum of the
+    micro-batch losses equals the loss of the full batch.
     Returns (loss scalar, stats: share of mask-1 tokens whose gradient the clip cut, mean ratio).
     """
     mask = loss_mask.to(logprobs.dtype)
@@ -54,7 +58,7 @@ def clipped_surrogate_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, a
     if rollout_logprobs is not None:
         per_token = per_token * mismatch_weight(old_logprobs, rollout_logprobs)
     n = mask.sum().clamp(min=1.0)
-    loss = (per_token * mask).sum() / n
+    loss = (per_token * mask).sum() / (n if normaliser is None else max(normaliser, 1.0))
     with torch.no_grad():
         was_clipped = ((clipped < unclipped) & (mask > 0)).to(logprobs.dtype).sum() / n  # gradient cut
         mean_ratio = (ratio * mask).sum() / n

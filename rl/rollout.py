@@ -186,6 +186,8 @@ def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int)
     windowed = ep.runtime.windowed(ep.session.messages)
     if windowed is not None:
         policy.reset_context(ep.session, windowed)
+        # the next turn's context is a fresh prompt: trainers start a new sequence there
+        ep.pending_events.append({"event": "context_reset", "kept_messages": len(windowed)})
 
 
 def _as_dict(action) -> dict | None:

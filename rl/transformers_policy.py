@@ -48,12 +48,16 @@ class _ScaleAndRecord(LogitsProcessor):
         return torch.stack(self.picked, dim=1)
 
 
-def load_model(model_dir: Path, device: str, dtype: str):
+def load_model(model_dir: Path, device: str, dtype: str, shared: bool = True):
+    """(model, tokenizer); shared loads are cached per process, a private one (a trainer's, which
+    changes its weights in place) is never handed to anyone else."""
     key = (str(model_dir), device, dtype)
-    if key not in _MODEL_CACHE:
+    if not shared or key not in _MODEL_CACHE:
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device)
         model.eval()
+        if not shared:
+            return model, tokenizer
         _MODEL_CACHE[key] = (model, tokenizer)
     return _MODEL_CACHE[key]
 
@@ -84,11 +88,11 @@ class TransformersPolicy:
     padded_token_budget = 16384  # prompt tokens (padding included) per generate call
 
     def __init__(self, model: str = "smollm2-135m", device: str = "cpu", dtype: str = "float32",
-                 max_context_tokens: int | None = None):
+                 max_context_tokens: int | None = None, shared: bool = True):
         self.model_dir = resolve_model(model)
         self.name = model
         self.device = device
-        self.model, self.tokenizer = load_model(self.model_dir, device, dtype)
+        self.model, self.tokenizer = load_model(self.model_dir, device, dtype, shared)
         self.max_context_tokens = max_context_tokens or int(
             getattr(self.model.config, "max_position_embeddings", 2048))
         self.eos_ids = self._eos_ids()

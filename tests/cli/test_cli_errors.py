@@ -47,3 +47,32 @@ def test_missing_model_directory(tmp_path):
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     text = _one_line_error(runner.invoke(app, ["eval", "--model", str(tmp_path / "no-model"), "--database-url", url]))
     assert "no-model" in text and "model directory" in text
+
+
+def test_train_with_a_missing_checkpoint(tmp_path, train_dir, monkeypatch):
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml",
+                                               "--init", "no-such-checkpoint", "--database-url", url]))
+    assert "model 'no-such-checkpoint' not found" in text and "checkpoint name" in text
+
+
+def test_train_harness_s_with_an_empty_pool(tmp_path):
+    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml",
+                                               "--set", "pool=[]"]))
+    assert "non-empty pool" in text
+
+
+def test_train_with_a_broken_sibling_harness(tmp_path, train_dir):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: broken\nbenchmark: dbbench\nprompts: [not, a, mapping]\n")
+    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml",
+                                               "--set", f"pool=[{broken}]"]))
+    assert "broken.yaml" in text
+
+
+def test_eval_of_a_missing_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    text = _one_line_error(runner.invoke(app, ["eval", "--checkpoint", "no-such-checkpoint", "--limit", "1",
+                                               "--database-url", f"sqlite:///{tmp_path / 'hs.db'}"]))
+    assert "model 'no-such-checkpoint' not found" in text

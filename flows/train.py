@@ -1,0 +1,84 @@
+"""Training flow: GRPO with complementary harness rescue, and its baselines (DESIGN.md §2.2).
+
+For each update step s (re-anchor first when s is a multiple of reanchor_every, once more at
+the end):
+  1. a batch of training tasks (seeded order, the same on every resume);
+  2. K rollouts per task under H0; a group with no success is dead, and by mode:
+     harness_s  -> the router's top K siblings run once each, and that group replaces it;
+     h0_rescue  -> K fresh rollouts under H0 replace it;   grpo -> it stays;
+     fixed_mixture -> every group's K rollouts were spread over a fixed harness set;
+  3. group advantages and one clipped-surrogate update of the policy;
+  4. signals to the database and W&B; trainer state saved for resume; a named checkpoint every
+     checkpoint_every updates.
+Re-anchoring freezes the policy and runs paired validation of H0 and every pool harness on
+the same validation tasks, recording each one's success rate.
+
+Departure from the paper at CPU scale: a 135M model with a supervised warm start
+(`warm_start:`) on a generated, graded training split; the paper uses 4B+ instruct models.
+
+Run: hs train --config configs/train_dbbench_smol.yaml --mode harness_s
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from configs.schema import TrainConfig
+from rl.checkpoints import is_complete
+from tasks.training import (batch_for_step, collect_groups, completed_updates, finish_train_run, init_checkpoint,
+                            mark_train_failed, paired_validation, record_step, register_train_run, rl_checkpoint_name,
+                            save_progress, update_policy, warm_start_config)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("valid groups {task.fields[valid]:.2f} rescue ok {task.fields[rescue]:.2f}"),
+                    TimeElapsedColumn(), TimeRemainingColumn())
+
+
+def _mark_failed(flow, flow_run, state) -> None:
+    params = flow_run.parameters or {}
+    mark_train_failed(TrainConfig.model_validate(params["config"]), params.get("database_url"))
+
+
+@flow(name="reanchor", flow_run_name="reanchor-step{step}")
+def reanchor(config: TrainConfig, run_id: str, step: int, val_task_ids: list[str], database_url: str | None = None) -> dict:
+    """Freeze the policy; paired validation of every pool harness and H0 on the same tasks."""
+    result = paired_validation(config, run_id, step, val_task_ids, database_url)
+    get_run_logger().info("re-anchor at step %d: %s", step,
+                          ", ".join(f"{k} {v:.2f}" for k, v in result["success"].items()))
+    return result
+
+
+@flow(name="train", flow_run_name="train-{config.name}-{config.mode}", on_failure=[_mark_failed])
+def train(config: TrainConfig, database_url: str | None = None) -> dict:
+    cfg = config
+    logger = get_run_logger()
+    sft_cfg = warm_start_config(cfg)
+    if sft_cfg is not None and not is_complete(init_checkpoint(cfg)):
+        from flows.sft import sft  # first use: build the warm-start checkpoint (cached afterwards)
+
+        sft(sft_cfg, database_url)
+    run = register_train_run(cfg, database_url, flow_run.get_id())
+    run_id = run["run_id"]
+    start = completed_updates(cfg, run_id)
+    logger.info("run %s from %s: updates %d..%d, %d training tasks, mode %s", run_id, init_checkpoint(cfg), start,
+                cfg.updates - 1, len(run["train_task_ids"]), cfg.mode)
+    with _progress() as bar:
+        bar_id = bar.add_task("updates", total=cfg.updates, completed=start, valid=0.0, rescue=0.0)
+        for step in range(start, cfg.updates):
+            anchor = None
+            if step % cfg.reanchor_every == 0:
+                anchor = reanchor(cfg, run_id, step, run["val_task_ids"], database_url)
+            batch = batch_for_step(run["train_task_ids"], cfg.seed, cfg.batch_tasks, step)
+            rollouts = collect_groups(cfg, run_id, step, batch, database_url)
+            update = update_policy(cfg, run_id, step, rollouts["train_group_ids"], database_url)
+            signals = record_step(cfg, run_id, step, rollouts, update, anchor, database_url)
+            save_progress(cfg, run_id, step, database_url)
+            bar.update(bar_id, completed=step + 1, valid=signals["train/valid_group_ratio"],
+                       rescue=signals["rollout/rescue_success"])
+    final = reanchor(cfg, run_id, cfg.updates, run["val_task_ids"], database_url)
+    summary = finish_train_run(cfg, run_id, final, database_url)
+    return {**summary, "final_reanchor": final, "checkpoint": rl_checkpoint_name(run_id, cfg.updates)}

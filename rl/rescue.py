@@ -1,0 +1,74 @@
+"""Which rollouts form each task's group in one update, per training mode (DESIGN.md §2.2, §2.4).
+
+- harness_s: K rollouts under H0; a group with no success is "dead" and is replaced by a rescue
+  group: the router ranks the auxiliary harnesses for the task and the top K each run once,
+  from the same initial task state (each rollout gets its own fresh environment).
+- grpo: K rollouts under H0, no rescue (dead groups stay and teach nothing).
+- h0_rescue: a dead group is replaced by K fresh rollouts under H0: the same rollout budget as
+  harness_s with no harness diversity.
+- fixed_mixture: every group's K rollouts are spread round robin over a fixed harness list.
+
+Pure planning: no model, database or Prefect here. Rescue rollouts use sample indices K..2K-1
+so their ids never collide with the first group's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness_pool.router import Router
+from harness_pool.spec import HarnessSpec
+from rl.rollout import RolloutSpec
+
+MODES = ("harness_s", "grpo", "h0_rescue", "fixed_mixture")
+
+
+@dataclass
+class PlannedGroup:
+    bench_task: object
+    role: str  # "h0" (first group), "mixture", "rescue" (sibling rescue) or "h0_rescue"
+    specs: list[RolloutSpec]
+    votes: dict[str, list[str]] = field(default_factory=dict)  # the router's decision record
+
+    @property
+    def harness_id(self) -> str | None:
+        """The group's single harness, or None when its rollouts use several."""
+        ids = {s.harness.id for s in self.specs}
+        return ids.pop() if len(ids) == 1 else None
+
+
+def first_groups(mode: str, bench_tasks: list, h0: HarnessSpec, mixture: list[HarnessSpec], k: int) -> list[PlannedGroup]:
+    if mode not in MODES:
+        raise ValueError(f"unknown training mode '{mode}': use one of {', '.join(MODES)}")
+    if mode == "fixed_mixture":
+        if not mixture:
+            raise ValueError("mode fixed_mixture needs at least one harness in the mixture")
+        return [PlannedGroup(t, "mixture", [RolloutSpec(t, mixture[i % len(mixture)], i) for i in range(k)])
+                for t in bench_tasks]
+    return [PlannedGroup(t, "h0", [RolloutSpec(t, h0, i) for i in range(k)]) for t in bench_tasks]
+
+
+def rescue_groups(mode: str, dead_tasks: list, h0: HarnessSpec, pool: list[HarnessSpec], router: Router | None,
+                  k: int) -> list[PlannedGroup]:
+    """Replacement groups for the tasks whose first group had no success (none in grpo/fixed_mixture)."""
+    if mode in ("grpo", "fixed_mixture") or not dead_tasks:
+        return []
+    if mode == "h0_rescue":
+        return [PlannedGroup(t, "h0_rescue", [RolloutSpec(t, h0, k + i) for i in range(k)]) for t in dead_tasks]
+    siblings = [h for h in pool if h.id != h0.id]
+    if not siblings:
+        raise ValueError("mode harness_s needs at least one auxiliary harness in the pool besides H0")
+    if router is None:
+        raise ValueError("mode harness_s needs a router")
+    by_id = {h.id: h for h in siblings}
+    groups = []
+    for t in dead_tasks:
+        ranking = router.rank(t, siblings)
+        chosen = ranking.top(k)
+        groups.append(PlannedGroup(t, "rescue", [RolloutSpec(t, by_id[hid], k + i) for i, hid in enumerate(chosen)],
+                                   votes=ranking.votes))
+    return groups
+
+
+def is_dead(successes: list[bool]) -> bool:
+    return not any(successes)

@@ -1,0 +1,401 @@
+"""Prefect tasks of the GRPO training flow (flows/train.py).
+
+The policy and its trainer live in this worker process for the whole run (a `TrainHandle` per
+run id): rollouts sample from the same model object the trainer updates in place. Tasks pass
+only ids and small summaries; trajectories go to the database, and the update reads its token
+ids, loss masks and rollout log-probs back from there.
+
+Resume: after every update the trainer state (weights + optimizer) and the count of finished
+updates are written atomically under `state_dir/<run id>/`. Starting the same command again
+loads them and continues at the next update; the data order and sampling seeds depend only on
+(seed, step), and rows have deterministic ids, so a step that was cut short is redone and its
+rows replaced, never duplicated.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from prefect import task
+from sqlalchemy import select
+from sqlalchemy.orm import selectinload
+
+from configs.schema import CONFIG_DIR, SftConfig, TrainConfig, load_config
+from db import store
+from db.engine import session_scope
+from db.ids import stable_id
+from db.models import Checkpoint, Evaluation, RolloutGroup, TrainStep, Trajectory
+from harness_pool.router import FixedRouter, RandomRouter
+from harness_pool.spec import HarnessSpec, load_harness
+from rl.checkpoints import checkpoint_path, save_checkpoint
+from rl.grpo import group_advantages
+from rl.policy import Sampling
+from rl.rescue import first_groups, is_dead, rescue_groups
+from rl.rollout import RolloutSpec, run_rollouts
+from rl.signals import GroupOutcome, step_signals
+from rl.train_batch import sequences_from_turns
+from rl.trainer import TorchTrainer, TrainerSettings
+from tasks import tracking
+from tasks.records import build_group
+from tasks.resources import bench_task, bench_tasks, env_factory, get_engine
+from tasks.sft import checkpoint_name
+
+_LOCK = threading.Lock()
+
+
+class TrainingError(RuntimeError):
+    """A training run that cannot start or continue; the message says how to fix it."""
+
+
+# -- identities and plans -----------------------------------------------------------------
+def train_run_id(cfg: TrainConfig) -> str:
+    """Same config, same run (the update budget excluded, so raising it extends the run)."""
+    key = cfg.model_dump_json(exclude={"updates", "results_dir", "state_dir", "wandb"})
+    return f"{cfg.name}-{cfg.mode}-{stable_id('train', key)[:12]}"
+
+
+def init_checkpoint(cfg: TrainConfig) -> str:
+    """The starting weights: the warm-start checkpoint's name when warm_start is set."""
+    sft_cfg = warm_start_config(cfg)
+    return checkpoint_name(sft_cfg) if sft_cfg is not None else cfg.init
+
+
+def warm_start_config(cfg: TrainConfig) -> SftConfig | None:
+    """The SFT config named by warm_start (relative to the working directory or the repository)."""
+    if not cfg.warm_start:
+        return None
+    path = Path(cfg.warm_start)
+    if not path.exists() and (CONFIG_DIR.parent / path).exists():
+        path = CONFIG_DIR.parent / path
+    return load_config(SftConfig, path)
+
+
+def task_sets(cfg: TrainConfig) -> tuple[list, list]:
+    """(training tasks, validation tasks); validation from the training split is its tail and
+    is removed from the training tasks."""
+    train = bench_tasks(cfg.env, "train", tiers=cfg.tiers)
+    if cfg.validation.split == "train":
+        if len(train) <= cfg.validation.n_tasks:
+            raise TrainingError(f"only {len(train)} training tasks: lower validation.n_tasks or add tiers")
+        val, train = train[-cfg.validation.n_tasks:], train[:-cfg.validation.n_tasks]
+    else:
+        val = bench_tasks(cfg.env, cfg.validation.split, limit=cfg.validation.n_tasks)
+    return (train[: cfg.n_tasks] if cfg.n_tasks else train), val
+
+
+def batch_for_step(task_ids: list[str], seed: int, batch: int, step: int) -> list[str]:
+    """The step's benchmark tasks: epochs of seeded shuffles laid end to end (same on every resume)."""
+    n = len(task_ids)
+    if n == 0:
+        raise TrainingError("no training tasks: run `hs data build-train dbbench` or relax tiers/n_tasks")
+    picked = []
+    for position in range(step * batch, (step + 1) * batch):
+        epoch, offset = divmod(position, n)
+        order = list(task_ids)
+        random.Random(f"{seed}:{epoch}").shuffle(order)
+        picked.append(order[offset])
+    return picked
+
+
+def harness_sets(cfg: TrainConfig) -> tuple[HarnessSpec, list[HarnessSpec], list[HarnessSpec]]:
+    bench = cfg.env.benchmark
+    return (load_harness(cfg.harness, bench), [load_harness(n, bench) for n in cfg.pool],
+            [load_harness(n, bench) for n in cfg.mixture])
+
+
+def make_router(cfg: TrainConfig, step: int):
+    if cfg.router.kind == "fixed":
+        return FixedRouter(list(cfg.router.names))
+    return RandomRouter(seed=cfg.seed * 100003 + step)
+
+
+def step_seed(seed: int, step: int, phase: int) -> int:
+    return int(stable_id("sampling", seed, step, phase)[:8], 16)
+
+
+def state_dir(cfg: TrainConfig, run_id: str) -> Path:
+    return Path(cfg.state_dir).expanduser() / run_id
+
+
+def completed_updates(cfg: TrainConfig, run_id: str) -> int:
+    progress = state_dir(cfg, run_id) / "progress.json"
+    return json.loads(progress.read_text())["updates"] if progress.exists() else 0
+
+
+# -- the in-process policy + trainer --------------------------------------------------------
+@dataclass
+class TrainHandle:
+    policy: object
+    trainer: TorchTrainer
+
+
+_HANDLES: dict[str, TrainHandle] = {}
+
+
+def get_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
+    """Load the starting weights once per process, then the saved state when resuming."""
+    with _LOCK:
+        if run_id not in _HANDLES:
+            _HANDLES[run_id] = _load_handle(cfg, run_id)
+        return _HANDLES[run_id]
+
+
+def drop_handle(run_id: str) -> None:
+    with _LOCK:
+        _HANDLES.pop(run_id, None)
+
+
+def _load_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
+    from rl.transformers_policy import TransformersPolicy
+
+    policy = TransformersPolicy(init_checkpoint(cfg), device=cfg.trainer.device, shared=False)
+    t = cfg.trainer
+    settings = TrainerSettings(lr=t.lr, weight_decay=t.weight_decay, grad_clip=t.grad_clip, micro_batch=t.micro_batch,
+                               logprob_chunk=t.logprob_chunk, temperature=cfg.sampling.temperature or 1.0,
+                               gradient_checkpointing=t.gradient_checkpointing, lora=t.lora, lora_rank=t.lora_rank)
+    if t.backend == "deepspeed":
+        from rl.deepspeed_trainer import DeepSpeedTrainer
+
+        trainer = DeepSpeedTrainer(policy.model, settings, policy.pad_id, zero_stage=t.zero_stage)
+    else:
+        trainer = TorchTrainer(policy.model, settings, policy.pad_id)
+    policy.model = trainer.model  # LoRA/DeepSpeed may wrap it: rollouts sample from what is trained
+    state = state_dir(cfg, run_id) / "trainer.pt"
+    if completed_updates(cfg, run_id) and state.exists():
+        trainer.load_state(state)
+    return TrainHandle(policy, trainer)
+
+
+# -- tasks ----------------------------------------------------------------------------------
+@task(name="register-train-run")
+def register_train_run(cfg: TrainConfig, database_url: str | None, prefect_flow_run_id: str | None) -> dict:
+    h0, pool, mixture = harness_sets(cfg)
+    train, val = task_sets(cfg)
+    run_id = train_run_id(cfg)
+    with session_scope(get_engine(database_url)) as session:
+        store.upsert_run(session, id=run_id, kind="train", name=cfg.name, status="running",
+                         config={**cfg.model_dump(mode="json"), "init_checkpoint": init_checkpoint(cfg)},
+                         prefect_flow_run_id=prefect_flow_run_id)
+        for h in {h.id: h for h in [h0, *pool, *mixture]}.values():
+            store.upsert_harness(session, id=h.id, name=h.name, benchmark=h.benchmark, parent_ids=h.parent_ids,
+                                 spec=h.model_dump(mode="json"))
+        store.upsert_bench_tasks(session, [
+            {"id": t.id, "benchmark": t.benchmark, "split": t.split, "index": t.index, "task_type": t.task_type,
+             "tier": t.tier, "description": t.description, "record": t.record} for t in [*train, *val]])
+    return {"run_id": run_id, "train_task_ids": [t.id for t in train], "val_task_ids": [t.id for t in val]}
+
+
+def _sampling(cfg: TrainConfig, step: int, phase: int) -> Sampling:
+    s = cfg.sampling
+    return Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=step_seed(cfg.seed, step, phase))
+
+
+def _run_planned(cfg: TrainConfig, policy, planned, step: int, phase: int) -> list[list]:
+    specs = [spec for g in planned for spec in g.specs]
+    if not specs:
+        return []
+    results = run_rollouts(policy, specs, env_factory(cfg.env), _sampling(cfg, step, phase), cfg.env.max_rounds)
+    out, at = [], 0
+    for g in planned:
+        out.append(results[at:at + len(g.specs)])
+        at += len(g.specs)
+    return out
+
+
+def _summary(g, results, gid: str) -> dict:
+    return {"group_id": gid, "bench_task_id": g.bench_task.id, "role": g.role,
+            "harness_ids": [r.harness_id for r in results], "successes": [r.verdict.success for r in results],
+            "rewards": [r.verdict.reward for r in results], "policy_tokens": [r.n_policy_tokens for r in results],
+            "votes": g.votes}
+
+
+@task(name="collect-groups", task_run_name="rollouts-step{step}")
+def collect_groups(cfg: TrainConfig, run_id: str, step: int, bench_task_ids: list[str],
+                   database_url: str | None) -> dict:
+    """K rollouts per task under H0 (or the mixture); dead groups rescued per the mode.
+
+    Every group (dead ones too) is stored; the summary names the groups the update trains on."""
+    handle = get_handle(cfg, run_id)
+    h0, pool, mixture = harness_sets(cfg)
+    the_tasks = [bench_task(cfg.env, i) for i in bench_task_ids]
+    started = time.perf_counter()
+    first = first_groups(cfg.mode, the_tasks, h0, mixture, cfg.k)
+    first_results = _run_planned(cfg, handle.policy, first, step, 0)
+    dead = [g.bench_task for g, res in zip(first, first_results) if is_dead([r.verdict.success for r in res])]
+    rescue = rescue_groups(cfg.mode, dead, h0, pool, make_router(cfg, step), cfg.k)
+    rescue_results = _run_planned(cfg, handle.policy, rescue, step, 1)
+    seconds = time.perf_counter() - started
+    label = f"{run_id}@{step}"
+    summaries, train_groups = [], {}
+    with session_scope(get_engine(database_url)) as session:
+        for g, res in [*zip(first, first_results), *zip(rescue, rescue_results)]:
+            group = build_group(run_id=run_id, step=step, bench_task_id=g.bench_task.id, harness_id=g.harness_id,
+                                seed=cfg.seed, role=g.role, checkpoint=label, results=res)
+            store.replace_group(session, group)
+            summaries.append(_summary(g, res, group.id))
+            train_groups[g.bench_task.id] = group.id  # a rescue group comes later and replaces the dead one
+    for s in summaries:
+        s["trained"] = train_groups[s["bench_task_id"]] == s["group_id"]
+    return {"groups": summaries, "train_group_ids": list(train_groups.values()),
+            "rollouts_spent": sum(len(s["successes"]) for s in summaries), "seconds_rollout": seconds}
+
+
+def load_sequences(session, group_ids: list[str]) -> tuple[list, list[dict]]:
+    """Training sequences of the given groups with group-relative advantages."""
+    groups = session.scalars(select(RolloutGroup).where(RolloutGroup.id.in_(group_ids))
+                             .options(selectinload(RolloutGroup.trajectories).selectinload(Trajectory.turns))).all()
+    if len(groups) != len(set(group_ids)):
+        raise TrainingError(f"{len(set(group_ids)) - len(groups)} rollout groups are missing from the database")
+    seqs, stats = [], []
+    for group in sorted(groups, key=lambda g: group_ids.index(g.id)):
+        trajs = sorted(group.trajectories, key=lambda t: t.sample_index)
+        adv = group_advantages(torch.tensor([t.reward for t in trajs], dtype=torch.float32)).tolist()
+        for traj, a in zip(trajs, adv):
+            seqs += sequences_from_turns(sorted(traj.turns, key=lambda t: t.index), a, group.id)
+        stats.append({"group_id": group.id, "advantages": adv})
+    return seqs, stats
+
+
+@task(name="update-policy", task_run_name="update-step{step}")
+def update_policy(cfg: TrainConfig, run_id: str, step: int, group_ids: list[str], database_url: str | None) -> dict:
+    """Advantages from the stored rewards, then one GRPO update of the in-process policy."""
+    handle = get_handle(cfg, run_id)
+    started = time.perf_counter()
+    with session_scope(get_engine(database_url)) as session:
+        seqs, _ = load_sequences(session, group_ids)
+    scoring = time.perf_counter() - started
+    stats = handle.trainer.update(seqs)
+    return {**stats, "seconds_scoring": scoring, "sequences": len(seqs)}
+
+
+@task(name="record-step", task_run_name="signals-step{step}")
+def record_step(cfg: TrainConfig, run_id: str, step: int, rollouts: dict, update: dict,
+                reanchor: dict | None, database_url: str | None) -> dict:
+    """The step's signals to the database (one row, replaced on re-run) and to W&B."""
+    trained = [g for g in rollouts["groups"] if g["trained"]]
+    outcomes = [GroupOutcome(g["successes"], g["rewards"], g["policy_tokens"], rescued=g["role"] in ("rescue", "h0_rescue"))
+                for g in trained]
+    metrics = step_signals(outcomes, rollouts_spent=rollouts["rollouts_spent"])
+    dead = [g for g in rollouts["groups"] if g["role"] in ("h0", "mixture") and not any(g["successes"])]
+    metrics.update({
+        "train/first_group_success": _mean([s for g in rollouts["groups"] if g["role"] in ("h0", "mixture")
+                                            for s in g["successes"]]),
+        "train/dead_groups": float(len(dead)), "train/loss": update["loss"], "train/clip_fraction": update["clip_fraction"],
+        "train/grad_norm": update["grad_norm"], "train/policy_tokens": update["policy_tokens"],
+        "time/rollout_s": rollouts["seconds_rollout"], "time/scoring_s": update["seconds_scoring"],
+        "time/update_s": update["seconds_update"],
+        "time/train_tokens_per_s": update["trained_tokens"] / max(update["seconds_forward_backward"], 1e-9)})
+    if reanchor:
+        metrics.update({f"reanchor/{name}_success": rate for name, rate in reanchor["success"].items()})
+    with session_scope(get_engine(database_url)) as session:
+        session.merge(TrainStep(id=stable_id("train-step", run_id, step), run_id=run_id, step=step, mode=cfg.mode,
+                                metrics=metrics, details={"groups": rollouts["groups"], "update": update}))
+    tracking.log_metrics(run_id, cfg.wandb, cfg.model_dump(mode="json"), metrics, step)
+    return metrics
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+@task(name="save-progress", task_run_name="save-step{step}")
+def save_progress(cfg: TrainConfig, run_id: str, step: int, database_url: str | None) -> str | None:
+    """Trainer state for resume (every update); a named registry checkpoint every
+    checkpoint_every updates and after the last one. Returns the registry name, if one was written."""
+    handle = get_handle(cfg, run_id)
+    folder = state_dir(cfg, run_id)
+    handle.trainer.save_state(folder / "trainer.pt")
+    updates = step + 1
+    name = None
+    if updates % cfg.checkpoint_every == 0 or updates == cfg.updates:
+        name = register_rl_checkpoint(cfg, run_id, handle, updates, database_url)
+    tmp = folder / "progress.json.tmp"
+    tmp.write_text(json.dumps({"updates": updates, "run_id": run_id}))
+    tmp.replace(folder / "progress.json")
+    return name
+
+
+def rl_checkpoint_name(run_id: str, updates: int) -> str:
+    return f"{run_id}-u{updates}"
+
+
+def register_rl_checkpoint(cfg: TrainConfig, run_id: str, handle: TrainHandle, updates: int,
+                           database_url: str | None) -> str:
+    name = rl_checkpoint_name(run_id, updates)
+    meta = {"name": name, "kind": "rl", "run_id": run_id, "parent": init_checkpoint(cfg), "step": updates,
+            "mode": cfg.mode, "config": cfg.model_dump(mode="json")}
+    save_checkpoint(handle.trainer.export_model(), handle.policy.tokenizer, name, meta)
+    with session_scope(get_engine(database_url)) as session:
+        session.merge(Checkpoint(id=name, run_id=run_id, kind="rl", parent_id=init_checkpoint(cfg),
+                                 base_model=init_checkpoint(cfg), path=str(checkpoint_path(name).resolve()),
+                                 step=updates, provenance={"mode": cfg.mode, "config": cfg.model_dump(mode="json")},
+                                 metrics={}))
+    return name
+
+
+@task(name="paired-validation", task_run_name="validate-step{step}")
+def paired_validation(cfg: TrainConfig, run_id: str, step: int, val_task_ids: list[str],
+                      database_url: str | None) -> dict:
+    """Frozen policy; H0 and every pool harness on the same validation tasks (k each).
+
+    Stores one group per (harness, task) with role 'reanchor' and one Evaluation per harness
+    (routing 'reanchor', metrics: step, success rate, solved task ids). Already recorded for
+    this step (a resumed run): read back instead of re-run."""
+    h0, pool, _ = harness_sets(cfg)
+    harnesses = list({h.id: h for h in [h0, *pool]}.values())
+    eval_ids = {h.id: stable_id("reanchor", run_id, step, h.id) for h in harnesses}
+    with session_scope(get_engine(database_url)) as session:
+        found = session.scalars(select(Evaluation).where(Evaluation.id.in_(list(eval_ids.values())))).all()
+        if len(found) == len(harnesses):
+            names = {h.id: h.name for h in harnesses}
+            return {"step": step, "success": {names[e.harness_id]: e.metrics["success_rate"] for e in found}}
+    handle = get_handle(cfg, run_id)
+    the_tasks = [bench_task(cfg.env, i) for i in val_task_ids]
+    specs = [RolloutSpec(t, h, i) for h in harnesses for t in the_tasks for i in range(cfg.validation.k)]
+    with torch.no_grad():
+        results = run_rollouts(handle.policy, specs, env_factory(cfg.env), _sampling(cfg, step, 2), cfg.env.max_rounds)
+    success: dict[str, float] = {}
+    with session_scope(get_engine(database_url)) as session:
+        for h in harnesses:
+            mine = [r for r in results if r.harness_id == h.id]
+            for t in the_tasks:
+                group = build_group(run_id=run_id, step=step, bench_task_id=t.id, harness_id=h.id, seed=cfg.seed,
+                                    role="reanchor", checkpoint=f"{run_id}@{step}",
+                                    results=[r for r in mine if r.bench_task_id == t.id])
+                store.replace_group(session, group)
+            rate = _mean(r.verdict.success for r in mine)
+            success[h.name] = rate
+            store.record_evaluation(session, Evaluation(
+                id=eval_ids[h.id], run_id=run_id, benchmark=cfg.env.benchmark, split=cfg.validation.split,
+                harness_id=h.id, routing="reanchor", k=cfg.validation.k, n_seeds=1, n_bench_tasks=len(the_tasks),
+                metrics={"step": step, "success_rate": rate,
+                         "solved": sorted({r.bench_task_id for r in mine if r.verdict.success})}))
+    return {"step": step, "success": success}
+
+
+@task(name="finish-train-run")
+def finish_train_run(cfg: TrainConfig, run_id: str, final_reanchor: dict, database_url: str | None) -> dict:
+    tracking.log_metrics(run_id, cfg.wandb, cfg.model_dump(mode="json"),
+                         {f"reanchor/{k}_success": v for k, v in final_reanchor["success"].items()}, cfg.updates)
+    with session_scope(get_engine(database_url)) as session:
+        store.finish_run(session, run_id, "completed")
+        rows = session.scalars(select(TrainStep).where(TrainStep.run_id == run_id).order_by(TrainStep.step)).all()
+        history = [{"step": r.step, **r.metrics} for r in rows]
+    tracking.finish(run_id)
+    return {"run_id": run_id, "history": history}
+
+
+def mark_train_failed(cfg: TrainConfig, database_url: str | None) -> None:
+    """Plain function for the flow's failure hook."""
+    with session_scope(get_engine(database_url)) as session:
+        try:
+            store.finish_run(session, train_run_id(cfg), "failed")
+        except LookupError:
+            pass

@@ -1,0 +1,149 @@
+"""The GRPO training flow with the real SmolLM2 model: rescue, update, signals, resume."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+from sqlalchemy import func, select
+
+from configs.schema import TrainConfig
+from db.engine import make_engine, session_scope
+from db.models import Checkpoint, Evaluation, RolloutGroup, Run, TrainStep, Trajectory
+
+
+def tiny_cfg(tmp_path, **changes) -> TrainConfig:
+    base = dict(name="t", mode="harness_s", init="smollm2-135m", pool=["schema_rows", "format_reminder"], k=2,
+                batch_tasks=1, updates=2, reanchor_every=10, checkpoint_every=10, tiers=["easy"],
+                validation={"split": "train", "n_tasks": 1, "k": 1},
+                sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 12},
+                trainer={"lr": 1e-4, "micro_batch": 2}, env={"max_rounds": 2}, wandb="disabled",
+                state_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"))
+    base.update(changes)
+    return TrainConfig.model_validate(base)
+
+
+class ScriptedByHarness:
+    """A test policy over the real model: under the harness whose opening prompt is `good_opening`
+    it replies the task's gold demonstration, under any other harness a wrong answer. Replies are
+    appended token by token to real sessions (teacher forcing), so the trainer sees real tokens.
+    Stands in for a policy that has learned something only one sibling brings out."""
+
+    def __init__(self, inner, good_opening, good_script):
+        self.inner, self.name, self.max_context_tokens = inner, "scripted", inner.max_context_tokens
+        self.model, self.tokenizer, self.pad_id = inner.model, inner.tokenizer, inner.pad_id
+        self.good_opening, self.good_script = good_opening, good_script
+        self._scripts = {}
+
+    def start(self, messages):
+        session = self.inner.start(messages)
+        good = messages == self.good_opening
+        self._scripts[id(session)] = list(self.good_script) if good else ['Action: Answer\nFinal Answer: ["nope"]']
+        return session
+
+    def extend(self, session, messages):
+        self.inner.extend(session, messages)
+
+    def reset_context(self, session, messages):
+        self.inner.reset_context(session, messages)
+
+    def generate(self, sessions, sampling):
+        return [self.inner.append_reply(s, (self._scripts[id(s)] or ["Action: Answer\nFinal Answer: []"]).pop(0))
+                for s in sessions]
+
+
+@pytest.mark.slow
+def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tmp_path, train_dir):
+    from harness_pool.runtime import HarnessRuntime, task_fields
+    from harness_pool.spec import load_harness
+    from rl.sft import demo_replies
+    from rl.trainer import TorchTrainer, TrainerSettings
+    from rl.transformers_policy import TransformersPolicy
+    from tasks import training
+    from tasks.resources import bench_tasks
+
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = tiny_cfg(tmp_path, k=4, router={"kind": "fixed", "names": ["schema_rows", "format_reminder"]},
+                   env={"max_rounds": 4})
+    run = training.register_train_run.fn(cfg, url, None)
+    task = bench_tasks(cfg.env, "train", tiers=["easy"])[0]
+    good = load_harness("schema_rows")
+    opening, _ = HarnessRuntime(good, task_fields(task)).opening_messages()
+    inner = TransformersPolicy("smollm2-135m", shared=False)  # private copy: the update changes it
+    policy = ScriptedByHarness(inner, opening, demo_replies(task, random.Random(0), inspect_prob=0.0))
+    trainer = TorchTrainer(inner.model, TrainerSettings(lr=1e-4, micro_batch=2), inner.pad_id)
+    run_id = run["run_id"]
+    training._HANDLES[run_id] = training.TrainHandle(policy, trainer)
+    try:
+        rollouts = training.collect_groups.fn(cfg, run_id, 0, [task.id], url)
+        first, rescue = rollouts["groups"]
+        assert first["role"] == "h0" and first["successes"] == [False] * 4 and not first["trained"]
+        assert rescue["role"] == "rescue" and rescue["trained"]
+        assert rescue["successes"] == [True, False, True, False]  # schema_rows solves, format_reminder does not
+        assert rollouts["train_group_ids"] == [rescue["group_id"]] and rollouts["rollouts_spent"] == 8
+        with session_scope(make_engine(url)) as s:
+            _, stats = training.load_sequences(s, rollouts["train_group_ids"])
+            assert stats[0]["advantages"] == [1.0, -1.0, 1.0, -1.0]
+            assert s.scalar(select(func.count()).select_from(RolloutGroup)) == 2  # the dead group is kept too
+        before = [p.detach().clone() for p in inner.model.parameters()]
+        update = training.update_policy.fn(cfg, run_id, 0, rollouts["train_group_ids"], url)
+        assert update["trained_sequences"] == 4 and update["grad_norm"] > 0
+        assert any(not torch.equal(a, b) for a, b in zip(before, inner.model.parameters()))
+        signals = training.record_step.fn(cfg, run_id, 0, rollouts, update, None, url)
+        assert signals["train/valid_group_ratio"] == 1.0 and signals["rollout/rescues_triggered"] == 1.0
+        assert signals["rollout/rescue_success"] == 1.0 and signals["rollout/rollouts_spent"] == 8.0
+        assert signals["train/first_group_success"] == 0.0 and signals["train/dead_groups"] == 1.0
+    finally:
+        training.drop_handle(run_id)
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, train_dir, prefect_api, monkeypatch):
+    from flows.train import train
+    from rl.trainer import TorchTrainer
+    from tasks import training
+
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = tiny_cfg(tmp_path)
+    run_id = training.train_run_id(cfg)
+    real_update, calls = TorchTrainer.update, []
+
+    def dies_on_second_update(self, seqs):
+        calls.append(len(seqs))
+        if len(calls) == 2:
+            raise KeyboardInterrupt("killed")  # like Ctrl-C in the middle of update 2
+        return real_update(self, seqs)
+
+    monkeypatch.setattr(TorchTrainer, "update", dies_on_second_update)
+    with pytest.raises(BaseException):
+        train(cfg, database_url=url)
+    assert training.completed_updates(cfg, run_id) == 1
+    training.drop_handle(run_id)  # a new process: weights and optimizer come back from disk
+    monkeypatch.setattr(TorchTrainer, "update", real_update)
+
+    result = train(cfg, database_url=url)
+    assert training.completed_updates(cfg, run_id) == 2
+    assert [h["step"] for h in result["history"]] == [0, 1]
+    with session_scope(make_engine(url)) as s:
+        steps = s.scalars(select(TrainStep).where(TrainStep.run_id == run_id).order_by(TrainStep.step)).all()
+        train_ids = [t.id for t in training.task_sets(cfg)[0]]
+        for row in steps:  # the data order of a fresh run
+            expected = training.batch_for_step(train_ids, cfg.seed, cfg.batch_tasks, row.step)
+            assert sorted({g["bench_task_id"] for g in row.details["groups"]}) == sorted(set(expected))
+        groups = s.scalars(select(RolloutGroup).where(RolloutGroup.run_id == run_id)).all()
+        keys = [(g.step, g.bench_task_id, g.role, g.harness_id) for g in groups]
+        assert len(keys) == len(set(keys))
+        for g in groups:
+            n = s.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.group_id == g.id))
+            assert n == g.k
+        reanchors = s.scalars(select(Evaluation).where(Evaluation.run_id == run_id)).all()
+        assert sorted({e.metrics["step"] for e in reanchors}) == [0, 2]  # start and end
+        assert len(reanchors) == 2 * 3  # H0 + 2 siblings, each time
+        assert s.get(Run, run_id).status == "completed"
+        ckpt = s.get(Checkpoint, f"{run_id}-u2")
+        assert ckpt is not None and ckpt.kind == "rl" and ckpt.parent_id == "smollm2-135m"
+    progress = json.loads((tmp_path / "runs" / run_id / "progress.json").read_text())
+    assert progress == {"updates": 2, "run_id": run_id}
