@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from configs.schema import SftConfig
 from db.engine import make_engine, session_scope
@@ -34,3 +35,24 @@ def test_sft_flow_registers_a_checkpoint_that_eval_can_load(tmp_path, train_dir,
     stamp = weights.stat().st_mtime_ns
     again = sft(cfg, database_url=url)  # same config: the checkpoint is reused, not retrained
     assert again["checkpoint"] == name and weights.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+def test_lora_warm_start_saves_merged_weights(tmp_path, train_dir, prefect_api, smol_policy, monkeypatch):
+    from safetensors import safe_open
+
+    from flows.sft import sft
+    from rl.checkpoints import checkpoint_path
+
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    cfg = SftConfig(name="sftlora", n_tasks=4, steps=2, batch_size=2, heldout_fraction=0.25, lora=True, lora_rank=4,
+                    lr=1e-3, results_dir=str(tmp_path / "results"))
+    result = sft(cfg, database_url=f"sqlite:///{tmp_path / 'hs.db'}")
+    assert result["heldout_loss_after"] < result["heldout_loss_before"]
+    with safe_open(str(checkpoint_path(result["checkpoint"]) / "model.safetensors"), "pt") as fh:
+        keys = list(fh.keys())
+        assert keys and not any("lora" in k for k in keys)  # adapters merged into plain weights
+        name = next(k for k in keys if k.endswith("q_proj.weight"))
+        merged = fh.get_tensor(name)
+    base = dict(smol_policy.model.named_parameters())[name]
+    assert not torch.equal(merged, base.detach())  # the merge changed the projections
