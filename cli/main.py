@@ -33,10 +33,12 @@ db_app = typer.Typer(help="Trajectory database.", no_args_is_help=True)
 env_app = typer.Typer(help="Benchmark environments.", no_args_is_help=True)
 data_app = typer.Typer(help="Benchmark data.", no_args_is_help=True)
 traj_app = typer.Typer(help="Inspect stored trajectories.", no_args_is_help=True)
+report_app = typer.Typer(help="Tables from the database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(env_app, name="env")
 app.add_typer(data_app, name="data")
 app.add_typer(traj_app, name="traj")
+app.add_typer(report_app, name="report")
 console = Console()
 
 
@@ -247,6 +249,28 @@ def _train_preflight(cfg, database_url: str | None) -> None:
     check_database(database_url or default_url())
     if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
         resolve_model(init_checkpoint(cfg))
+
+
+@report_app.command("training")
+@user_errors
+def report_training(run_ids: Annotated[Optional[list[str]], typer.Argument(help="Training run ids; none: list them")] = None,
+                    database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
+    """Training runs side by side: valid groups, effective tokens, rescues, rollouts, H0 validation."""
+    from sqlalchemy import select
+
+    from analysis.training import summarise_training
+    from db import store
+    from db.engine import session_scope
+    from db.models import Run
+    from tasks.resources import get_engine
+
+    with session_scope(get_engine(database_url)) as session:
+        if not run_ids:
+            runs = session.scalars(select(Run).where(Run.kind == "train").order_by(Run.created_at)).all()
+            views.print_runs(console, runs)
+            return
+        rows = {run_id: summarise_training(*store.training_history(session, run_id)) for run_id in run_ids}
+    views.print_training_summary(console, rows)
 
 
 @traj_app.command("list")

@@ -45,6 +45,29 @@ def print_training(console: Console, result: dict) -> None:
                   highlight=False)
 
 
+def print_runs(console: Console, runs) -> None:
+    table = Table(title="training runs")
+    for col in ("run id", "mode", "status", "created"):
+        table.add_column(col, no_wrap=col == "run id")
+    for r in runs:
+        table.add_row(r.id, str(r.config.get("mode", "")), r.status, r.created_at.strftime("%Y-%m-%d %H:%M"))
+    console.print(table)
+
+
+def print_training_summary(console: Console, rows: dict[str, dict]) -> None:
+    table = Table(title="training runs side by side")
+    for col in ("run", "updates", "valid groups", "eff. tokens", "H0 first-group success", "rescues", "rescue success",
+                "rollouts", "H0 validation by re-anchor step", "minutes"):
+        table.add_column(col, justify="left" if col == "run" else "right")
+    for run_id, s in rows.items():
+        rescue = "-" if s["rescue_success"] is None else f"{s['rescue_success']:.2f}"
+        val = ", ".join(f"{step}: {rate:.2f}" for step, rate in s["h0_validation"].items())
+        table.add_row(run_id, str(s["updates"]), f"{s['valid_group_ratio']:.3f}", f"{s['effective_token_ratio']:.3f}",
+                      f"{s['first_group_success']:.3f}", f"{s['rescues_triggered']:.0f}", rescue,
+                      f"{s['rollouts_spent']:.0f}", val, f"{s['seconds'] / 60:.1f}")
+    console.print(table)
+
+
 def print_trajectory_table(console: Console, rows) -> None:
     table = Table(title="trajectories")
     for col in ("id", "run", "bench task", "harness", "#", "ok", "failure", "turns", "tokens"):

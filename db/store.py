@@ -25,6 +25,7 @@ from db.models import (
     Harness,
     RolloutGroup,
     Run,
+    TrainStep,
     Trajectory,
     Turn,
     utcnow,
@@ -301,3 +302,15 @@ __all__ = [
     "upsert_harness",
     "upsert_run",
 ]
+
+
+def training_history(session: Session, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(per-update metrics with 'step', re-anchor results {step, harness, success_rate}) of a training run."""
+    if session.get(Run, run_id) is None:
+        raise LookupError(f"no run '{run_id}': list training runs with `hs report training` and no argument")
+    steps = [{"step": r.step, **r.metrics} for r in session.scalars(
+        select(TrainStep).where(TrainStep.run_id == run_id).order_by(TrainStep.step))]
+    rows = session.execute(select(Evaluation, Harness.name).join(Harness, Harness.id == Evaluation.harness_id)
+                           .where(Evaluation.run_id == run_id, Evaluation.routing == "reanchor")).all()
+    reanchors = [{"step": e.metrics["step"], "harness": name, "success_rate": e.metrics["success_rate"]} for e, name in rows]
+    return steps, sorted(reanchors, key=lambda r: (r["step"], r["harness"]))
