@@ -142,6 +142,15 @@ def replace_group(session: Session, group: RolloutGroup) -> RolloutGroup:
     return group
 
 
+def delete_step_groups(session: Session, run_id: str, step: int, roles: Sequence[str]) -> int:
+    """Remove a training step's groups of the given roles (a redone step writes them afresh)."""
+    ids = list(session.scalars(select(RolloutGroup.id).where(
+        RolloutGroup.run_id == run_id, RolloutGroup.step == step, RolloutGroup.role.in_(list(roles)))))
+    for group_id in ids:
+        _delete_group(session, group_id)
+    return len(ids)
+
+
 def _delete_group(session: Session, group_id: str) -> None:
     """Delete a group and its rows explicitly (not relying on SQLite's FK pragma)."""
     trajectory_ids = list(

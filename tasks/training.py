@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from tasks.resources import bench_task, bench_tasks, env_factory, get_engine
 from tasks.sft import checkpoint_name
 
 _LOCK = threading.Lock()
+TRAIN_ROLES = ("h0", "mixture", "rescue", "h0_rescue")
 
 
 class TrainingError(RuntimeError):
@@ -123,9 +125,16 @@ def state_dir(cfg: TrainConfig, run_id: str) -> Path:
     return Path(cfg.state_dir).expanduser() / run_id
 
 
-def completed_updates(cfg: TrainConfig, run_id: str) -> int:
+def read_progress(cfg: TrainConfig, run_id: str) -> dict:
+    """{'updates': finished updates, 'state': trainer state file} ({'updates': 0} for a new run)."""
     progress = state_dir(cfg, run_id) / "progress.json"
-    return json.loads(progress.read_text())["updates"] if progress.exists() else 0
+    if not progress.exists():
+        return {"updates": 0}
+    return {"state": "trainer.pt", **json.loads(progress.read_text())}
+
+
+def completed_updates(cfg: TrainConfig, run_id: str) -> int:
+    return read_progress(cfg, run_id)["updates"]
 
 
 # -- the in-process policy + trainer --------------------------------------------------------
@@ -166,8 +175,11 @@ def _load_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
     else:
         trainer = TorchTrainer(policy.model, settings, policy.pad_id)
     policy.model = trainer.model  # LoRA/DeepSpeed may wrap it: rollouts sample from what is trained
-    state = state_dir(cfg, run_id) / "trainer.pt"
-    if completed_updates(cfg, run_id) and state.exists():
+    progress = read_progress(cfg, run_id)
+    if progress["updates"]:
+        state = state_dir(cfg, run_id) / progress["state"]
+        if not state.exists():
+            raise TrainingError(f"{state} is missing: restore it, or delete {state.parent} to start the run over")
         trainer.load_state(state)
     return TrainHandle(policy, trainer)
 
@@ -234,6 +246,7 @@ def collect_groups(cfg: TrainConfig, run_id: str, step: int, bench_task_ids: lis
     label = f"{run_id}@{step}"
     summaries, train_groups = [], {}
     with session_scope(get_engine(database_url)) as session:
+        store.delete_step_groups(session, run_id, step, TRAIN_ROLES)  # a redone step leaves no stale rescue group
         for g, res in [*zip(first, first_results), *zip(rescue, rescue_results)]:
             group = build_group(run_id=run_id, step=step, bench_task_id=g.bench_task.id, harness_id=g.harness_id,
                                 seed=cfg.seed, role=g.role, checkpoint=label, results=res)
@@ -311,14 +324,19 @@ def save_progress(cfg: TrainConfig, run_id: str, step: int, database_url: str | 
     checkpoint_every updates and after the last one. Returns the registry name, if one was written."""
     handle = get_handle(cfg, run_id)
     folder = state_dir(cfg, run_id)
-    handle.trainer.save_state(folder / "trainer.pt")
     updates = step + 1
+    state = f"trainer-u{updates}.pt"
+    handle.trainer.save_state(folder / state)
     name = None
     if updates % cfg.checkpoint_every == 0 or updates == cfg.updates:
         name = register_rl_checkpoint(cfg, run_id, handle, updates, database_url)
+    # The pointer switches atomically, so a kill at any moment leaves a consistent (count, state) pair.
     tmp = folder / "progress.json.tmp"
-    tmp.write_text(json.dumps({"updates": updates, "run_id": run_id}))
+    tmp.write_text(json.dumps({"updates": updates, "state": state, "run_id": run_id}))
     tmp.replace(folder / "progress.json")
+    for old in folder.glob("trainer-u*"):
+        if old.name not in (state, Path(state).stem):
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
     return name
 
 

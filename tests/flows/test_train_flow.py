@@ -146,4 +146,5 @@ def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, tr
         ckpt = s.get(Checkpoint, f"{run_id}-u2")
         assert ckpt is not None and ckpt.kind == "rl" and ckpt.parent_id == "smollm2-135m"
     progress = json.loads((tmp_path / "runs" / run_id / "progress.json").read_text())
-    assert progress == {"updates": 2, "run_id": run_id}
+    assert progress == {"updates": 2, "state": "trainer-u2.pt", "run_id": run_id}
+    assert sorted(p.name for p in (tmp_path / "runs" / run_id).iterdir()) == ["progress.json", "trainer-u2.pt"]
