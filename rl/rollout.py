@@ -19,6 +19,8 @@ from harness_pool.spec import HarnessSpec
 from harness_pool.tool_view import parse_action
 from rl.policy import ChatSession, Policy, Sampling
 
+CONTEXT_RESET = "context_reset"  # hook event on the first turn after a history window reset the context
+
 
 @dataclass
 class TurnRecord:
@@ -187,7 +189,7 @@ def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int)
     if windowed is not None:
         policy.reset_context(ep.session, windowed)
         # the next turn's context is a fresh prompt: trainers start a new sequence there
-        ep.pending_events.append({"event": "context_reset", "kept_messages": len(windowed)})
+        ep.pending_events.append({"event": CONTEXT_RESET, "kept_messages": len(windowed)})
 
 
 def _as_dict(action) -> dict | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-CONTEXT_RESET = "context_reset"
+from rl.rollout import CONTEXT_RESET
 
 
 @dataclass

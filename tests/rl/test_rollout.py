@@ -74,6 +74,18 @@ def test_block_hook_refuses_an_early_answer(data_dir):
     assert result.verdict.success and len(result.turns) == 3
 
 
+def test_history_window_marks_the_turn_after_a_context_reset(data_dir):
+    from harness_pool.spec import ContextPolicy
+
+    h0 = load_harness("h0")
+    h = h0.model_copy(update={"context": ContextPolicy(max_observation_chars=h0.context.max_observation_chars,
+                                                       history_window=1)})
+    policy = ReplayPolicy(["Action: Operation\n```sql\nSELECT 1\n```"])
+    [result] = run_rollouts(policy, [RolloutSpec(_task("counting"), h, 0)], DbBenchEnv, Sampling(), max_rounds=4)
+    resets = [t.index for t in result.turns if any(e.get("event") == "context_reset" for e in t.hook_events)]
+    assert resets == [2, 3]  # from the third turn on, the window drops the oldest exchange
+
+
 def test_format_error_ends_episode_under_h0(data_dir):
     [result] = run_rollouts(ReplayPolicy(["I think the answer is 5."]),
                             [RolloutSpec(_task("counting"), load_harness("h0"), 0)], DbBenchEnv, Sampling())
