@@ -35,6 +35,11 @@ class TrainSequence:
     def n_policy_tokens(self) -> int:
         return sum(self.loss_mask)
 
+    @property
+    def n_loss_tokens(self) -> int:
+        """Mask-1 tokens that get a loss term (position 0 has no context; collate masks it)."""
+        return sum(self.loss_mask[1:])
+
 
 def sequences_from_turns(turns, advantage: float, group_key: str = "") -> list[TrainSequence]:
     """Turns (objects with context_ids, completion_ids, completion_logprobs, hook_events) ->

@@ -79,7 +79,7 @@ class TorchTrainer:
     def update(self, seqs: list[TrainSequence]) -> dict[str, float]:
         """One GRPO update on `seqs`; returns loss, clip fraction, tokens and seconds per phase."""
         started = time.perf_counter()
-        n_tokens = float(sum(max(s.n_policy_tokens - (1 if s.loss_mask and s.loss_mask[0] else 0), 0) for s in seqs))
+        n_tokens = float(sum(s.n_loss_tokens for s in seqs))
         active = [s for s in seqs if s.advantage != 0.0 and s.n_policy_tokens]
         chunks = micro_batches(active, self.settings.micro_batch)
         old = self.old_logprobs(chunks)

@@ -346,13 +346,13 @@ def rl_checkpoint_name(run_id: str, updates: int) -> str:
 
 def register_rl_checkpoint(cfg: TrainConfig, run_id: str, handle: TrainHandle, updates: int,
                            database_url: str | None) -> str:
-    name = rl_checkpoint_name(run_id, updates)
-    meta = {"name": name, "kind": "rl", "run_id": run_id, "parent": init_checkpoint(cfg), "step": updates,
+    name, parent = rl_checkpoint_name(run_id, updates), init_checkpoint(cfg)
+    meta = {"name": name, "kind": "rl", "run_id": run_id, "parent": parent, "step": updates,
             "mode": cfg.mode, "config": cfg.model_dump(mode="json")}
     save_checkpoint(handle.trainer.export_model(), handle.policy.tokenizer, name, meta)
     with session_scope(get_engine(database_url)) as session:
-        session.merge(Checkpoint(id=name, run_id=run_id, kind="rl", parent_id=init_checkpoint(cfg),
-                                 base_model=init_checkpoint(cfg), path=str(checkpoint_path(name).resolve()),
+        session.merge(Checkpoint(id=name, run_id=run_id, kind="rl", parent_id=parent,
+                                 base_model=parent, path=str(checkpoint_path(name).resolve()),
                                  step=updates, provenance={"mode": cfg.mode, "config": cfg.model_dump(mode="json")},
                                  metrics={}))
     return name

@@ -20,7 +20,7 @@ def tiny_model(seed: int = 0) -> LlamaForCausalLM:
     return LlamaForCausalLM(cfg).eval()
 
 
-def batch(advantages=(1.0, -1.0, 0.5, -0.5), nan_logprobs=True) -> list[TrainSequence]:
+def batch(advantages=(1.0, -1.0, 0.5, -0.5)) -> list[TrainSequence]:
     out = []
     for i, adv in enumerate(advantages):
         n_ctx, n_gen = 5 + i, 4 + 2 * i
