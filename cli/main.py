@@ -223,6 +223,17 @@ def train_cmd(
     cfg = load_config(TrainConfig, config, overrides)
     if init:
         cfg = cfg.model_copy(update={"warm_start": None})
+    from rl.data_parallel import init_process_group, launched_world, serve_worker, stop_workers
+
+    rank, world = launched_world()
+    _check_launch(cfg, world)
+    if world > 1:
+        init_process_group(cfg.trainer.device)
+    if rank > 0:  # a data-parallel rank: trains its share of each update that rank 0 sends
+        from rl.data_parallel import build_worker_trainer
+
+        serve_worker(build_worker_trainer)
+        return
     _train_preflight(cfg, database_url)
     from flows.train import train
 
@@ -232,7 +243,21 @@ def train_cmd(
         Console(stderr=True).print(f"[red]error:[/red] training failed: {exc}; start the same command again to "
                                    "resume from the last finished update", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
+    finally:
+        stop_workers()
     views.print_training(console, result)
+
+
+def _check_launch(cfg, world: int) -> None:
+    """A multi-process launch needs the DeepSpeed backend with full weights on every rank."""
+    from configs.schema import ConfigError
+
+    if world > 1 and cfg.trainer.backend != "deepspeed":
+        raise ConfigError(f"launched with WORLD_SIZE={world} but trainer.backend is "
+                                 f"'{cfg.trainer.backend}'; add --set trainer.backend=deepspeed")
+    if world > 1 and cfg.trainer.zero_stage > 2:
+        raise ConfigError("data-parallel training needs trainer.zero_stage 0, 1 or 2 (rank 0 samples "
+                                 "rollouts from full weights); add --set trainer.zero_stage=2")
 
 
 def _train_preflight(cfg, database_url: str | None) -> None:

@@ -21,6 +21,9 @@ import torch
 from rl.trainer import TorchTrainer, TrainerSettings, wrap_lora
 
 
+CHECKPOINT_TAG = "state"  # not "latest": DeepSpeed writes a file of that name beside the tag folder
+
+
 def ds_config(settings: TrainerSettings, zero_stage: int, bf16: bool = False) -> dict:
     return {
         "train_micro_batch_size_per_gpu": settings.micro_batch,
@@ -72,11 +75,13 @@ class DeepSpeedTrainer(TorchTrainer):
         return float(norm) if norm is not None else 0.0
 
     def save_state(self, path: Path) -> None:
-        """DeepSpeed's own checkpoint layout (partitioned optimizer state) in a folder beside `path`."""
+        """DeepSpeed's own checkpoint layout (partitioned optimizer state: one file per rank) in a
+        folder beside `path`; `path` itself (written by rank 0) points to it."""
         folder = path.with_suffix("")
-        self.engine.save_checkpoint(str(folder), tag="latest", client_state={"updates": self.updates})
-        path.write_text(str(folder))
+        self.engine.save_checkpoint(str(folder), tag=CHECKPOINT_TAG, client_state={"updates": self.updates})
+        if self.engine.global_rank == 0:
+            path.write_text(str(folder))
 
     def load_state(self, path: Path) -> None:
-        _, client = self.engine.load_checkpoint(path.read_text().strip(), tag="latest")
+        _, client = self.engine.load_checkpoint(path.read_text().strip(), tag=CHECKPOINT_TAG)
         self.updates = int((client or {}).get("updates", 0))

@@ -82,29 +82,40 @@ class TorchTrainer:
         n_tokens = float(sum(s.n_loss_tokens for s in seqs))
         active = [s for s in seqs if s.advantage != 0.0 and s.n_policy_tokens]
         chunks = micro_batches(active, self.settings.micro_batch)
-        old = self.old_logprobs(chunks)
+        mine = self._shard(chunks)
+        old = self.old_logprobs([chunk for chunk, _ in mine])
         t_old = time.perf_counter()
         self.model.train()
         self._zero_grad()
-        loss_total, clip_weighted, trained_tokens = 0.0, 0.0, 0
-        for chunk, old_lp in zip(chunks, old):
+        loss_total, clip_weighted, trained_tokens, trained_seqs = 0.0, 0.0, 0.0, 0.0
+        for (chunk, weight), old_lp in zip(mine, old):
             batch = collate(chunk, self.pad_id)
             loss, stats = self._micro_loss(batch, old_lp, n_tokens)
-            self._backward(loss)
-            loss_total += loss.item()
-            count = int(batch["loss_mask"].sum().item())
-            clip_weighted += stats["clip_fraction"] * count
-            trained_tokens += int(batch["attention_mask"].sum().item())
+            self._backward(loss * weight)
+            if weight:  # a padding chunk (data-parallel ranks with fewer chunks) counts nothing
+                loss_total += loss.item()
+                clip_weighted += stats["clip_fraction"] * float(batch["loss_mask"].sum().item())
+                trained_tokens += float(batch["attention_mask"].sum().item())
+                trained_seqs += len(chunk)
         t_fb = time.perf_counter()
         grad_norm = self._step() if chunks else 0.0  # nothing informative: no step, optimizer state untouched
+        loss_total, clip_weighted, trained_tokens, trained_seqs = self._sum_over_ranks(
+            [loss_total, clip_weighted, trained_tokens, trained_seqs])
         self.model.eval()
         self.updates += 1
         done = time.perf_counter()
         return {"loss": loss_total, "clip_fraction": clip_weighted / max(n_tokens, 1.0), "grad_norm": grad_norm,
-                "policy_tokens": n_tokens, "trained_sequences": float(len(active)),
-                "trained_tokens": float(trained_tokens), "seconds_old_logprobs": t_old - started,
+                "policy_tokens": n_tokens, "trained_sequences": trained_seqs,
+                "trained_tokens": trained_tokens, "seconds_old_logprobs": t_old - started,
                 "seconds_forward_backward": t_fb - t_old, "seconds_optimizer": done - t_fb,
                 "seconds_update": done - started}
+
+    def _shard(self, chunks: list[list[TrainSequence]]) -> list[tuple[list[TrainSequence], float]]:
+        """The micro-batches this process trains, each with its loss weight (one process: all, weight 1)."""
+        return [(chunk, 1.0) for chunk in chunks]
+
+    def _sum_over_ranks(self, values: list[float]) -> list[float]:
+        return values
 
     def _micro_loss(self, batch: dict, old_lp: torch.Tensor, n_tokens: float):
         logp = self._logprobs(batch)

@@ -19,7 +19,7 @@ import random
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -35,6 +35,7 @@ from db.models import Checkpoint, Evaluation, RolloutGroup, TrainStep, Trajector
 from harness_pool.router import FixedRouter, RandomRouter
 from harness_pool.spec import HarnessSpec, load_harness
 from rl.checkpoints import checkpoint_path, save_checkpoint
+from rl.data_parallel import launched_world
 from rl.grpo import group_advantages
 from rl.policy import Sampling
 from rl.rescue import first_groups, is_dead, rescue_groups
@@ -168,7 +169,13 @@ def _load_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
     settings = TrainerSettings(lr=t.lr, weight_decay=t.weight_decay, grad_clip=t.grad_clip, micro_batch=t.micro_batch,
                                logprob_chunk=t.logprob_chunk, temperature=cfg.sampling.temperature or 1.0,
                                gradient_checkpointing=t.gradient_checkpointing, lora=t.lora, lora_rank=t.lora_rank)
-    if t.backend == "deepspeed":
+    if t.backend == "deepspeed" and launched_world()[1] > 1:
+        from rl.data_parallel import DataParallelTrainer
+
+        announce = {"model": init_checkpoint(cfg), "device": t.device, "settings": asdict(settings),
+                    "zero_stage": t.zero_stage}
+        trainer = DataParallelTrainer(policy.model, settings, policy.pad_id, zero_stage=t.zero_stage, announce=announce)
+    elif t.backend == "deepspeed":
         from rl.deepspeed_trainer import DeepSpeedTrainer
 
         trainer = DeepSpeedTrainer(policy.model, settings, policy.pad_id, zero_stage=t.zero_stage)

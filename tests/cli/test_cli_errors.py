@@ -76,3 +76,13 @@ def test_eval_of_a_missing_checkpoint(tmp_path, monkeypatch):
     text = _one_line_error(runner.invoke(app, ["eval", "--checkpoint", "no-such-checkpoint", "--limit", "1",
                                                "--database-url", f"sqlite:///{tmp_path / 'hs.db'}"]))
     assert "model 'no-such-checkpoint' not found" in text
+
+
+def test_multi_process_launch_needs_the_deepspeed_backend(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml"]))
+    assert "WORLD_SIZE=2" in text and "trainer.backend=deepspeed" in text
+    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml", "--set",
+                                               "trainer.backend=deepspeed", "--set", "trainer.zero_stage=3"]))
+    assert "zero_stage" in text
