@@ -34,11 +34,13 @@ env_app = typer.Typer(help="Benchmark environments.", no_args_is_help=True)
 data_app = typer.Typer(help="Benchmark data.", no_args_is_help=True)
 traj_app = typer.Typer(help="Inspect stored trajectories.", no_args_is_help=True)
 report_app = typer.Typer(help="Tables from the database.", no_args_is_help=True)
+harness_app = typer.Typer(help="Harness files: check, patch.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(env_app, name="env")
 app.add_typer(data_app, name="data")
 app.add_typer(traj_app, name="traj")
 app.add_typer(report_app, name="report")
+app.add_typer(harness_app, name="harness")
 console = Console()
 
 
@@ -329,6 +331,30 @@ def traj_show(trajectory_id: str,
     check_database(url)
     with session_scope(make_engine(url)) as session:
         views.print_trajectory(console, store.get_trajectory(session, trajectory_id), tokens)
+
+
+@harness_app.command("check")
+@user_errors
+def harness_check(path: Path = typer.Argument(..., help="Harness YAML, or a patch YAML (with `edits:`)"),
+                  parent: Annotated[str, typer.Option(help="Parent harness a patch applies to")] = "h0"):
+    """Validate a harness file (schema, hook sandbox, benchmark): exit 0 with a summary, or 2 and
+    one line naming what is wrong. A patch file is applied to --parent and the child checked."""
+    import yaml
+
+    from harness_pool.patch import apply_patch, parse_patch
+    from harness_pool.spec import HarnessError, load_harness
+
+    if not path.exists():
+        raise HarnessError(f"{path}: no such file; give the path of a harness or patch YAML")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        data = None  # load_harness below reports the syntax error in one line
+    if isinstance(data, dict) and "edits" in data:
+        spec = apply_patch(load_harness(parent), parse_patch(data))
+    else:
+        spec = load_harness(path)
+    views.print_harness_summary(console, spec)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -23,7 +23,7 @@ def print_metrics(console: Console, cfg, result: dict) -> None:
     table.add_row("[bold]overall", str(overall["n_tasks"]), f"[bold]{_pm(overall['pass'])}", f"[bold]{_pm(overall['avg'])}")
     console.print(table)
     console.print(f"run {result['run_id']} · evaluation {result['evaluation_id']}")
-    console.print(f"Pass@{k}: {_pm(overall['pass'])}  Avg@{k}: {_pm(overall['avg'])}", highlight=False)
+    console.print(f"Pass@{k}: {_pm(overall['pass'])}  Avg@{k}: {_pm(overall['avg'])}", highlight=False, soft_wrap=True)
 
 
 def print_training(console: Console, result: dict) -> None:
@@ -40,9 +40,9 @@ def print_training(console: Console, result: dict) -> None:
     console.print(table)
     final = result["final_reanchor"]
     console.print("validation success at the end: " + ", ".join(f"{k} {v:.2f}" for k, v in final["success"].items()),
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     console.print(f"checkpoint {result['checkpoint']} · evaluate it under H0: hs eval --checkpoint {result['checkpoint']}",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
 
 
 def print_runs(console: Console, runs) -> None:
@@ -98,6 +98,22 @@ def print_trajectory(console: Console, traj, tokens: bool = False) -> None:
             console.print(Text(f"hook {event}", style="magenta"))
         if tokens:
             ids = list(turn.context_ids) + list(turn.completion_ids)
-            console.print(" ".join(f"{i}{'*' if m else ''}" for i, m in zip(ids, turn.loss_mask)), highlight=False)
+            console.print(" ".join(f"{i}{'*' if m else ''}" for i, m in zip(ids, turn.loss_mask)), highlight=False, soft_wrap=True)
     console.print("[dim]dim = context (loss mask 0)[/dim] · [bold green]green = policy tokens (loss mask 1)[/bold green]"
                   + (" · * = mask 1" if tokens else ""))
+
+
+def print_harness_summary(console: Console, spec) -> None:
+    hooks = {}
+    for rule in spec.hooks:
+        hooks[f"{rule.at}/{rule.effect}"] = hooks.get(f"{rule.at}/{rule.effect}", 0) + 1
+    console.print(f"ok: harness '{spec.name}' ({spec.benchmark}) id {spec.id[:12]}", highlight=False, soft_wrap=True)
+    console.print(f"  parents: {', '.join(p[:12] for p in spec.parent_ids) or 'none'}; "
+                  f"skills: {len(spec.skills)}; rules: {dict(sorted(hooks.items())) or 'none'}; "
+                  f"code hooks: {', '.join(f'{h.name}@{h.at}' for h in spec.code_hooks) or 'none'}", highlight=False, soft_wrap=True)
+    console.print(f"  tool view: {spec.tool_view.protocol}, on_invalid={spec.tool_view.on_invalid}; context: "
+                  f"{spec.context.max_observation_chars} chars, window {spec.context.history_window}; "
+                  f"memory: query_log={spec.memory.query_log}", highlight=False, soft_wrap=True)
+    if spec.provenance.edit:
+        console.print(f"  edit: {spec.provenance.edit} (targets {', '.join(spec.provenance.root_causes)})",
+                      highlight=False, soft_wrap=True)

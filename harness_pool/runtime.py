@@ -7,10 +7,20 @@ blocked. Hook text and prompts may use the task placeholders of `task_fields`.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
+from harness_pool.sandbox import CompiledHook, HookFailure
 from harness_pool.spec import Condition, HarnessSpec, HookRule
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=256)
+def _compiled(source: str, name: str) -> CompiledHook:
+    return CompiledHook(source, name)
 
 
 class _Blank(dict):
@@ -45,6 +55,7 @@ class EpisodeState:
     last_error: bool = False
     last_observation: str = ""
     fired: set[int] = field(default_factory=set)
+    sql_log: list[tuple[str, bool]] = field(default_factory=list)  # (query, failed) in order
 
 
 class HarnessRuntime:
@@ -53,6 +64,8 @@ class HarnessRuntime:
         self.fields = fields
         self.state = EpisodeState()
         self.first_user_message = ""
+        self.notebook: dict = {}  # code hooks' per-episode notes
+        self.code_hooks = [(hook, _compiled(hook.source, hook.name)) for hook in spec.code_hooks]
 
     # -- hooks --------------------------------------------------------------------------------
     def _holds(self, cond: Condition, action_kind: str | None) -> bool:
@@ -81,15 +94,47 @@ class HarnessRuntime:
                 fired.append((rule, fill(rule.message, self.fields)))
         return fired
 
-    # -- messages -----------------------------------------------------------------------------
-    def opening_messages(self) -> tuple[list[dict[str, str]], list[dict]]:
-        events = []
-        parts = [fill(self.spec.prompts.task_template, self.fields).strip()]
-        for point in ("on_init", "before_model_call"):
+    def _context(self, point: str, action_kind: str | None, sql: str | None) -> dict:
+        s = self.state
+        return {**self.fields, "point": point, "round": s.round, "queries": s.queries, "last_error": s.last_error,
+                "last_observation": s.last_observation, "sql_history": tuple(q for q, _ in s.sql_log),
+                "action_kind": action_kind, "action_sql": sql}
+
+    def run_code(self, point: str, action_kind: str | None = None, sql: str | None = None
+                 ) -> tuple[list[dict[str, str]], list[dict]]:
+        """Effects of the code hooks at `point`; a failing hook has none and is logged as an event."""
+        effects, events = [], []
+        for hook, compiled in self.code_hooks:
+            if hook.at != point:
+                continue
+            try:
+                out = compiled(self._context(point, action_kind, sql), self.notebook)
+            except HookFailure as exc:
+                log.warning("code hook %s failed at %s: %s", hook.name, point, exc)
+                events.append({"at": point, "effect": "hook_error", "hook": hook.name, "error": str(exc)[:300]})
+                continue
+            if point != "before_action":
+                out = {k: v for k, v in out.items() if k == "inject"}
+            effects.append(out)
+            events += [{"at": point, "effect": k, "hook": hook.name, "message": v} for k, v in out.items()]
+        return effects, events
+
+    def _injections(self, points: tuple[str, ...]) -> tuple[list[str], list[dict]]:
+        texts, events = [], []
+        for point in points:
             for rule, text in self.fire(point):
                 if rule.effect == "inject":
-                    parts.append(text)
+                    texts.append(text)
                     events.append({"at": point, "effect": "inject", "message": text})
+            effects, code_events = self.run_code(point)
+            texts += [e["inject"] for e in effects if e.get("inject")]
+            events += code_events
+        return texts, events
+
+    # -- messages -----------------------------------------------------------------------------
+    def opening_messages(self) -> tuple[list[dict[str, str]], list[dict]]:
+        hints, events = self._injections(("on_init", "before_model_call"))
+        parts = [fill(self.spec.prompts.task_template, self.fields).strip(), *hints]
         self.first_user_message = "\n\n".join(parts)
         system = fill(self.spec.system_message(), self.fields)
         return [{"role": "system", "content": system}, {"role": "user", "content": self.first_user_message}], events
@@ -102,23 +147,29 @@ class HarnessRuntime:
 
     def next_user_message(self, observation: str) -> tuple[str, list[dict]]:
         """What the policy sees after a step: the shown observation plus injected hints."""
-        events = []
         parts = [fill(self.spec.prompts.observation_template, {**self.fields, "observation": observation})]
-        for point in ("after_step", "before_model_call"):
-            for rule, text in self.fire(point):
-                if rule.effect == "inject":
-                    parts.append(text)
-                    events.append({"at": point, "effect": "inject", "message": text})
-        return "\n\n".join(p for p in parts if p), events
+        if self.spec.memory.query_log and self.state.sql_log:
+            recent = self.state.sql_log[-self.spec.memory.query_log:]
+            parts.append("Queries you have run so far (oldest first):\n" + "\n".join(
+                f"- {q} ({'failed' if failed else 'ran'})" for q, failed in recent))
+        hints, events = self._injections(("after_step", "before_model_call"))
+        return "\n\n".join(p for p in [*parts, *hints] if p), events
 
-    def check_action(self, action_kind: str) -> tuple[str | None, list[dict]]:
-        """A blocking message if a before_action rule refuses this action, else None."""
-        events, blocked = [], None
+    def check_action(self, action_kind: str, sql: str | None = None) -> tuple[str | None, str | None, list[dict]]:
+        """(blocking message or None, replacement SQL or None, events) for the action about to run:
+        guard rules first, then code hooks (a block wins over a rewrite)."""
+        events, blocked, rewrite = [], None, None
         for rule, text in self.fire("before_action", action_kind):
             events.append({"at": "before_action", "effect": rule.effect, "message": text})
             if rule.effect == "block" and blocked is None:
                 blocked = text
-        return blocked, events
+        effects, code_events = self.run_code("before_action", action_kind, sql)
+        events += code_events
+        for out in effects:
+            blocked = blocked if blocked is not None else out.get("block")
+            if action_kind == "sql" and rewrite is None and out.get("rewrite"):
+                rewrite = out["rewrite"]
+        return blocked, (None if blocked is not None else rewrite), events
 
     def windowed(self, messages: list[dict[str, str]]) -> list[dict[str, str]] | None:
         """The messages to keep under the history window, or None when nothing is dropped."""
@@ -130,9 +181,10 @@ class HarnessRuntime:
             return None
         return head + tail[-2 * window:]
 
-    def record_step(self, action_kind: str, observation: str, error: bool) -> None:
+    def record_step(self, action_kind: str, observation: str, error: bool, sql: str | None = None) -> None:
         self.state.round += 1
         if action_kind == "sql":
             self.state.queries += 1
+            self.state.sql_log.append((sql or "", error))
         self.state.last_error = error
         self.state.last_observation = observation

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from harness_pool.sandbox import SandboxError, check_hook_source
 
 HookPoint = Literal["on_init", "before_model_call", "before_action", "after_step"]
 ActionKind = Literal["sql", "answer", "invalid"]
@@ -102,6 +104,31 @@ class HookRule(_Frozen):
     once: bool = Field(default=False, description="Fire at most once per episode.")
 
 
+class CodeHook(_Frozen):
+    """Sandboxed Python `def hook(ctx, nb)` (harness_pool/sandbox.py): returns None or effects
+    {"inject": text} / {"block": text} / {"rewrite": sql}; a failing call has no effect."""
+
+    at: HookPoint = Field(description="Lifecycle point where the hook is called.")
+    name: str = Field(description="Short identifier, shown in the trajectory's hook events.")
+    source: str = Field(description="Python source defining `def hook(ctx, nb):` (sandbox rules apply).")
+
+    @field_validator("source")
+    @classmethod
+    def _passes_sandbox(cls, source: str) -> str:
+        try:
+            check_hook_source(source)
+        except SandboxError as exc:
+            raise ValueError(str(exc)) from None
+        return source
+
+
+class MemoryPolicy(_Frozen):
+    query_log: int = Field(
+        default=0, ge=0, le=20,
+        description="After each observation, list the last N SQL queries run in this episode (and whether each "
+        "failed), so they survive a history window; 0 = off.")
+
+
 class Provenance(_Frozen):
     edit: str | None = Field(default=None, description="What edit produced this harness from its parent.")
     root_causes: list[str] = Field(default_factory=list, description="Failure causes the edit targets.")
@@ -117,7 +144,10 @@ class HarnessSpec(_Frozen):
     tool_view: ToolView = Field(default_factory=ToolView, description="Action protocol and its error handling.")
     context: ContextPolicy = Field(default_factory=ContextPolicy, description="Observation truncation and history.")
     skills: list[Skill] = Field(default_factory=list, description="Reusable hints added to the system message.")
-    hooks: list[HookRule] = Field(default_factory=list, description="Declarative lifecycle rules.")
+    hooks: list[HookRule] = Field(default_factory=list, description="Declarative lifecycle rules (guard rules "
+                                  "before an action, recovery rules after a step, hints).")
+    code_hooks: list[CodeHook] = Field(default_factory=list, description="Sandboxed code hooks.")
+    memory: MemoryPolicy = Field(default_factory=MemoryPolicy, description="What the episode remembers for the policy.")
     guidance: str | None = Field(default=None, description="Action guidance appended to the system message.")
     provenance: Provenance = Field(default_factory=Provenance, description="How this harness came to be.")
 
@@ -139,7 +169,10 @@ class HarnessError(ValueError):
 
 
 def canonical_json(spec: HarnessSpec) -> str:
-    return json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Sorted keys, fields at their default left out: a field added to the format later (with a
+    default) leaves the ids of existing harnesses unchanged."""
+    data = spec.model_dump(mode="json", exclude_defaults=True)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def harness_id(spec: HarnessSpec) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 
 from envs.base import Environment, Verdict
 from harness_pool.runtime import HarnessRuntime, task_fields
@@ -153,8 +153,13 @@ def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int)
     parsed = parse_action(tool.protocol, gen.text, tool.accept_scalar_answer)
     record.action_kind, record.parse_error = parsed.kind, parsed.error
     record.action = _as_dict(parsed.action) if parsed.action else {"type": "Invalid", "error": parsed.error}
-    blocked, events = ep.runtime.check_action(parsed.kind)
+    sql = parsed.action.sql if parsed.kind == "sql" else None
+    blocked, rewrite, events = ep.runtime.check_action(parsed.kind, sql)
     record.hook_events.extend(events)
+    if rewrite is not None:  # a code hook replaced the SQL; the policy's own tokens stay as sampled
+        sql = rewrite
+        parsed = replace(parsed, action=replace(parsed.action, sql=rewrite))
+        record.action = _as_dict(parsed.action)
     started = time.perf_counter()
     error = False
     if blocked is not None:
@@ -177,7 +182,7 @@ def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int)
             ep.done, ep.end_reason = True, "round_limit"
     record.seconds_env = time.perf_counter() - started
     record.observation = observation
-    ep.runtime.record_step(parsed.kind, observation, error)
+    ep.runtime.record_step(parsed.kind, observation, error, sql)
     if not ep.done and len(ep.turns) >= max_rounds:
         ep.done, ep.end_reason = True, "round_limit"
     if ep.done:

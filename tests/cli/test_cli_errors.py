@@ -86,3 +86,19 @@ def test_multi_process_launch_needs_the_deepspeed_backend(monkeypatch):
     text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml", "--set",
                                                "trainer.backend=deepspeed", "--set", "trainer.zero_stage=3"]))
     assert "zero_stage" in text
+
+
+def test_harness_check_accepts_a_good_file_and_names_the_offending_construct(tmp_path):
+    ok = runner.invoke(app, ["harness", "check", "harness_pool/harnesses/dbbench/query_before_answer.yaml"])
+    assert ok.exit_code == 0 and "ok: harness 'query_before_answer'" in ok.output
+    assert "before_action/block': 1" in ok.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nbenchmark: dbbench\nprompts: {system: s, task_template: t}\ncode_hooks:\n"
+                   "- at: after_step\n  name: esc\n  source: \"def hook(ctx, nb):\\n    return open('x')\"\n")
+    text = _one_line_error(runner.invoke(app, ["harness", "check", str(bad)]))
+    assert "bad.yaml" in text and "'open' is not allowed in hook code (line 2)" in text
+    patch = tmp_path / "patch.yaml"
+    patch.write_text("name: c\ndescription: d\nroot_causes: [x]\nedits:\n- op: add_code_hook\n  hook:\n"
+                     "    at: before_action\n    name: loop\n    source: \"def hook(ctx, nb):\\n    while 1:\\n        pass\"\n")
+    assert "'While' is not allowed" in _one_line_error(runner.invoke(app, ["harness", "check", str(patch)]))
+    assert "no such file" in _one_line_error(runner.invoke(app, ["harness", "check", str(tmp_path / "nope.yaml")]))

@@ -46,3 +46,45 @@ def test_truncation_and_history_window():
     assert rt.windowed(msgs + [{"role": "assistant", "content": "a1"}, {"role": "user", "content": "o1"}]) is None
     long = msgs + [{"role": r, "content": f"{r}{i}"} for i in (1, 2) for r in ("assistant", "user")]
     assert [m["content"] for m in rt.windowed(long)] == ["s", "u0", "assistant2", "user2"]
+
+
+def test_code_hooks_inject_block_and_rewrite_and_a_failing_hook_has_no_effect():
+    from harness_pool.spec import CodeHook
+
+    quote = CodeHook(at="before_action", name="quote_table", source=(
+        "def hook(ctx, nb):\n    sql = ctx['action_sql'] or ''\n"
+        "    bare = 'FROM ' + ctx['table_name'] + ' '\n"
+        "    if bare in sql:\n"
+        "        return {'rewrite': sql.replace(bare, 'FROM `' + ctx['table_name'] + '` ')}\n"
+        "    if ctx['action_kind'] == 'answer' and len(nb.get('errors', [])) > 1:\n"
+        "        return {'block': 'Two queries failed; fix the SQL before answering.'}\n"
+        "    return None"))
+    note = CodeHook(at="after_step", name="note_errors", source=(
+        "def hook(ctx, nb):\n    if ctx['last_error']:\n        nb['errors'] = nb.get('errors', []) + [ctx['round']]\n"
+        "        return {'inject': 'Errors so far: ' + str(len(nb['errors']))}\n    return None"))
+    broken = CodeHook(at="after_step", name="broken", source="def hook(ctx, nb):\n    return {'inject': 1 / 0}")
+    rt = _runtime(code_hooks=[quote, note, broken])
+    rt.opening_messages()
+    blocked, rewrite, events = rt.check_action("sql", "SELECT * FROM T WHERE a = 1")
+    assert blocked is None and rewrite == "SELECT * FROM `T` WHERE a = 1"
+    assert events == [{"at": "before_action", "effect": "rewrite", "hook": "quote_table", "message": rewrite}]
+    for _ in range(2):
+        rt.record_step("sql", "Error: bad", error=True, sql="SELEC 1")
+        message, events = rt.next_user_message("Error: bad")
+    assert message.endswith("Errors so far: 2")
+    assert [e["effect"] for e in events] == ["inject", "hook_error"]
+    assert events[1]["hook"] == "broken" and "ZeroDivisionError" in events[1]["error"]
+    blocked, rewrite, _ = rt.check_action("answer")
+    assert blocked == "Two queries failed; fix the SQL before answering." and rewrite is None
+
+
+def test_query_log_memory_lists_recent_queries_after_each_observation():
+    from harness_pool.spec import MemoryPolicy
+
+    rt = _runtime(memory=MemoryPolicy(query_log=2))
+    rt.opening_messages()
+    for i, err in enumerate([False, True, False]):
+        rt.record_step("sql", "ok", error=err, sql=f"SELECT {i}")
+    message, _ = rt.next_user_message("ok")
+    assert message == "ok\n\nQueries you have run so far (oldest first):\n- SELECT 1 (failed)\n- SELECT 2 (ran)"
+    assert _runtime().spec.id == load_harness("h0").id  # memory off is H0 itself: defaults leave the id alone

@@ -129,3 +129,19 @@ def test_real_smollm2_group_records_exact_tokens_and_mask(data_dir, smol_policy)
         forced = logp.gather(1, torch.tensor(sampled)[:, None]).squeeze(1)
         rollout = torch.tensor([lp for t in r.turns for lp in t.completion_logprobs])
         assert torch.allclose(forced, rollout, atol=2e-3)
+
+
+def test_a_code_hook_rewrites_the_sql_the_environment_runs(data_dir):
+    from harness_pool.spec import CodeHook
+
+    task = _task("INSERT")
+    broken = task.gold_sql.replace("INSERT", "INSRT", 1)  # what the policy writes: a typo
+    fix = CodeHook(at="before_action", name="fix_typo", source=(
+        "def hook(ctx, nb):\n    sql = ctx['action_sql'] or ''\n"
+        "    if sql.startswith('INSRT'):\n        return {'rewrite': 'INSERT' + sql[5:]}\n    return None"))
+    harness = load_harness("h0").model_copy(update={"code_hooks": [fix]})
+    policy = ReplayPolicy([f"Action: Operation\n```sql\n{broken}\n```", "Action: Answer\nFinal Answer: []"])
+    [result] = run_rollouts(policy, [RolloutSpec(task, harness, 0)], DbBenchEnv, Sampling())
+    assert result.verdict.success  # the table was changed by the rewritten statement
+    assert "INSRT" in result.turns[0].completion_text and result.turns[0].action["sql"] == task.gold_sql
+    assert result.turns[0].hook_events[0]["effect"] == "rewrite"
