@@ -26,6 +26,7 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from cli import views  # noqa: E402
+from cli.pool import pool_app  # noqa: E402
 
 app = typer.Typer(help="harness-s: learning from sibling harnesses.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -41,6 +42,7 @@ app.add_typer(data_app, name="data")
 app.add_typer(traj_app, name="traj")
 app.add_typer(report_app, name="report")
 app.add_typer(harness_app, name="harness")
+app.add_typer(pool_app, name="pool")
 console = Console()
 
 
@@ -137,14 +139,13 @@ def eval_cmd(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
 ):
     """Evaluate a frozen policy under one harness: Pass@k / Avg@k, every trajectory stored."""
-    from configs.schema import EvalConfig, load_config, parse_override
+    from configs.schema import EvalConfig, load_config
 
     _benchmark(benchmark)
     overrides = {"split": split, "harness": harness, "k": k, "seeds": seeds, "limit": limit, "every": every,
                  "env.backend": backend, "policy.model": model or checkpoint, "group_concurrency": concurrency,
                  "checkpoint": checkpoint, "tiers": tiers.split(",") if tiers else None}
-    overrides.update(dict(parse_override(item) for item in set_ or []))
-    cfg = load_config(EvalConfig, config, overrides)
+    cfg = load_config(EvalConfig, config, overrides, set_)
     _preflight(cfg, database_url)
     from flows.evaluate import evaluate
 
@@ -182,14 +183,13 @@ def sft_cmd(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
 ):
     """Warm-start the policy on protocol demonstrations; prints the checkpoint name to evaluate."""
-    from configs.schema import SftConfig, load_config, parse_override
+    from configs.schema import SftConfig, load_config
     from db.engine import check_database, database_url as default_url
     from envs.dbbench.data import load_split, parse_tiers
 
     overrides = {"steps": steps, "lora": lora, "n_tasks": n_tasks,
                  "tiers": list(parse_tiers(tiers)) if tiers else None}
-    overrides.update(dict(parse_override(item) for item in set_ or []))
-    cfg = load_config(SftConfig, config, overrides)
+    cfg = load_config(SftConfig, config, overrides, set_)
     load_split("train", data_dir=cfg.env.data_dir, limit=1)
     check_database(database_url or default_url())
     from flows.sft import sft
@@ -218,11 +218,10 @@ def train_cmd(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
 ):
     """Train the policy with GRPO (+ harness rescue); starting the same command again resumes."""
-    from configs.schema import TrainConfig, load_config, parse_override
+    from configs.schema import TrainConfig, load_config
 
     overrides = {"mode": mode, "updates": updates, "batch_tasks": batch_tasks, "k": k, "init": init}
-    overrides.update(dict(parse_override(item) for item in set_ or []))
-    cfg = load_config(TrainConfig, config, overrides)
+    cfg = load_config(TrainConfig, config, overrides, set_)
     if init:
         cfg = cfg.model_copy(update={"warm_start": None})
     from rl.data_parallel import init_process_group, launched_world, serve_worker, stop_workers
@@ -331,6 +330,62 @@ def traj_show(trajectory_id: str,
     check_database(url)
     with session_scope(make_engine(url)) as session:
         views.print_trajectory(console, store.get_trajectory(session, trajectory_id), tokens)
+
+
+@app.command("evolve")
+@user_errors
+def evolve_cmd(
+    config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/evolve_dbbench_smol.yaml)")] = None,
+    rounds: Annotated[Optional[int], typer.Option(help="Evolution rounds")] = None,
+    version: Annotated[Optional[str], typer.Option(help="Pool version name; default: the run id")] = None,
+    database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
+):
+    """Evolve sibling harnesses from H0 (diagnose, edit, validate, select), then freeze the pool;
+    starting the same command again skips every finished diagnosis and validation."""
+    from configs.schema import EvolveConfig, load_config
+    from db.engine import check_database, database_url as default_url
+    from envs.dbbench.data import load_split
+    from harness_pool.spec import load_harness
+
+    overrides = {"rounds": rounds, "pool.version": version}
+    cfg = load_config(EvolveConfig, config, overrides, set_)
+    load_harness(cfg.harness, cfg.env.benchmark)
+    load_split("train", data_dir=cfg.env.data_dir, limit=1)
+    check_database(database_url or default_url())
+    from flows.evolve import evolve
+
+    try:
+        result = evolve(cfg, database_url=database_url)
+    except Exception as exc:  # Prefect has logged the traceback; finished runs persist and are skipped next time
+        Console(stderr=True).print(f"[red]error:[/red] evolution failed: {exc}; start the same command again to "
+                                   "resume", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    views.print_evolution(console, result)
+
+
+@pool_app.command("report")
+@user_errors
+def pool_report_cmd(
+    version: str = typer.Argument(..., help="Pool version (hs pool list)"),
+    warm_start: Annotated[Optional[str], typer.Option(help="SFT config whose checkpoint is the policy")] = None,
+    model: Annotated[Optional[str], typer.Option(help="Policy model or checkpoint name (instead of --warm-start)")] = None,
+    n_tasks: Annotated[Optional[int], typer.Option("--n-tasks", help="Training tasks to report on")] = None,
+    k: Annotated[Optional[int], typer.Option(help="Rollouts per sibling and task (H0 gets k x siblings)")] = None,
+    database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
+):
+    """Locality (tasks each sibling fixes/breaks vs H0), complementarity (oracle union vs best single
+    vs H0 at equal rollouts) and pairwise repair overlap, measured by running the pool."""
+    from configs.schema import PoolReportConfig, load_config
+    from db.engine import check_database, database_url as default_url
+
+    overrides = {"version": version, "warm_start": warm_start, "policy.model": model, "n_tasks": n_tasks, "k": k}
+    cfg = load_config(PoolReportConfig, None, overrides, set_)
+    check_database(database_url or default_url())
+    from flows.pool_report import pool_report
+
+    views.print_pool_report(console, pool_report(cfg, database_url=database_url))
 
 
 @harness_app.command("check")

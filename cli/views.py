@@ -117,3 +117,36 @@ def print_harness_summary(console: Console, spec) -> None:
     if spec.provenance.edit:
         console.print(f"  edit: {spec.provenance.edit} (targets {', '.join(spec.provenance.root_causes)})",
                       highlight=False, soft_wrap=True)
+
+
+def print_evolution(console: Console, result: dict) -> None:
+    table = Table(title=f"evolution {result['run_id']}")
+    for col in ("round", "parents", "candidates", "valid", "selected"):
+        table.add_column(col)
+    for r in result["rounds"]:
+        table.add_row(str(r["round"]), str(r["parents"]), str(r["candidates"]), str(r["valid"]),
+                      ", ".join(r["selected"]) or "-")
+    console.print(table)
+    console.print(f"pool {result['version']}: {result['size']} harnesses (H0 + {result['size'] - 1} siblings) in "
+                  f"{result['path']}; DVC tag {result['dvc_tag'] or '-'}", highlight=False, soft_wrap=True)
+    console.print(f"inspect it: hs pool show {result['version']}", highlight=False)
+
+
+def print_pool_report(console: Console, report: dict) -> None:
+    table = Table(title=f"pool {report['version']}: locality vs H0 ({report['n_tasks']} tasks, k={report['k']}, "
+                        f"policy {report['policy']})")
+    for col in ("sibling", "solved", "fixed", "broken"):
+        table.add_column(col)
+    for name, row in report["locality"].items():
+        table.add_row(name, str(row["solved"]), str(row["fixed"]), str(row["broken"]))
+    console.print(table)
+    c = report["complementarity"]
+    console.print(f"complementarity: oracle union {c['oracle_union']:.1%} vs best single {c['best_single']:.1%} "
+                  f"({c['best_single_name']}) vs H0 at k {c['h0_at_k']:.1%} vs H0 at {c['equal_rollouts']} rollouts "
+                  f"{c['h0_at_equal_rollouts']:.1%}", highlight=False, soft_wrap=True)
+    pairs = {k: v for k, v in report["overlap"].items() if v is not None}
+    if pairs:
+        console.print("repair overlap (Jaccard of fixed sets): " + ", ".join(f"{k} {v:.2f}" for k, v in
+                                                                              sorted(pairs.items())), highlight=False,
+                      soft_wrap=True)
+    console.print(f"report written to {report['path']}", highlight=False)

@@ -100,8 +100,9 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def load_config(model: type[BaseModel], path: str | Path | None = None,
-                overrides: dict[str, Any] | None = None) -> BaseModel:
-    """Load `model` from a YAML file (or defaults), apply dotted overrides, validate."""
+                overrides: dict[str, Any] | None = None, sets: list[str] | None = None) -> BaseModel:
+    """Load `model` from a YAML file (or defaults), apply dotted overrides (None = not given)
+    and then `--set a.b=value` items (where `null` does set None), validate."""
     data: dict[str, Any] = {}
     where = "defaults"
     if path is not None:
@@ -119,6 +120,8 @@ def load_config(model: type[BaseModel], path: str | Path | None = None,
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_path(data, key, value)
+    for key, value in (parse_override(item) for item in sets or []):
+        _set_path(data, key, value)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -234,3 +237,91 @@ class TrainConfig(_Frozen):
         if self.router.kind == "fixed" and not self.router.names:
             raise ValueError("router.kind fixed needs router.names (harness names from the pool)")
         return self
+
+
+class EditorConfig(_Frozen):
+    kind: Literal["offline", "openai", "anthropic"] = Field(
+        default="offline",
+        description="offline: parameterised edit operators keyed to root causes (no API); openai: any "
+        "OpenAI-compatible chat API; anthropic: the Anthropic Messages API.")
+    model: str | None = Field(default=None, description="Model name for the openai/anthropic editor.")
+    base_url: str | None = Field(default=None, description="API base URL (openai: required for local servers).")
+    api_key_env: str | None = Field(default=None, description="Environment variable with the API key; default "
+                                    "OPENAI_API_KEY / ANTHROPIC_API_KEY.")
+    temperature: float = Field(default=0.6, ge=0.0, le=2.0, description="Editor sampling temperature (paper: 0.6).")
+    max_tokens: int = Field(default=1500, ge=64, description="Token budget of one editor reply.")
+    llm_diagnosis: bool = Field(
+        default=False, description="Also ask the LLM for each failure's root cause (rules otherwise).")
+    max_diagnosis_calls: int = Field(default=40, ge=0, description="Cap on LLM diagnosis calls per round.")
+
+    @model_validator(mode="after")
+    def _api_needs_model(self) -> EditorConfig:
+        if self.kind != "offline" and not self.model:
+            raise ValueError(f"editor.kind {self.kind} needs editor.model (the API's model name)")
+        return self
+
+
+class DiagnoseConfig(_Frozen):
+    n_tasks: int = Field(default=24, ge=2, description="Training tasks every parent runs on (a seeded sample).")
+    k: int = Field(default=2, ge=1, le=16, description="Rollouts per parent and task.")
+    min_support: int = Field(default=2, ge=1, description="Keep root causes backed by at least this many tasks.")
+
+
+class CandidateValidationConfig(_Frozen):
+    max_tasks: int = Field(default=30, ge=2, le=30, description="At most this many validation tasks per candidate.")
+    n_controls: int = Field(default=8, ge=0, description="Tasks the parent solved, to catch breakage.")
+    k: int = Field(default=2, ge=1, le=16, description="Rollouts per candidate and validation task.")
+    min_fixed: int = Field(default=1, ge=1, description="Valid only if it solves at least this many targeted failures.")
+    max_broken: int = Field(
+        default=1, ge=0,
+        description="Valid only if at most this many controls are no longer solved (1 tolerates one sampling "
+        "flip at CPU scale; the paper's rule is 0).")
+
+
+class PoolOutConfig(_Frozen):
+    version: str | None = Field(default=None, description="Pool version name; default: the evolution run id.")
+    root: str = Field(default="harness_pool/pools", description="Folder holding <benchmark>/<version>/ pools.")
+    dvc: bool = Field(default=True, description="dvc add + git tag the version when the repo has DVC initialised.")
+
+
+class EvolveConfig(_Frozen):
+    name: str = Field(default="evolve", description="Run name prefix; the run id is derived from the whole config.")
+    harness: str = Field(default="h0", description="The base harness H0.")
+    warm_start: str | None = Field(
+        default=None, description="SFT config whose checkpoint is the (frozen) policy; built on first use.")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The frozen policy (model ignored when "
+                                 "warm_start is set).")
+    rounds: int = Field(default=3, ge=1, le=10, description="Evolution rounds (paper: 3).")
+    parents_per_round: int = Field(default=4, ge=1, description="B: parents selected for the next round (paper: 4).")
+    children_per_parent: int = Field(default=3, ge=1, le=12, description="Candidates the editor proposes per parent.")
+    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(default=None, description="Training tiers to use.")
+    diagnose: DiagnoseConfig = Field(default_factory=DiagnoseConfig, description="Diagnosis runs and clustering.")
+    validation: CandidateValidationConfig = Field(default_factory=CandidateValidationConfig,
+                                                  description="Candidate validation.")
+    editor: EditorConfig = Field(default_factory=EditorConfig, description="Who proposes the edits.")
+    pool: PoolOutConfig = Field(default_factory=PoolOutConfig, description="Where the frozen pool goes.")
+    concurrency: int = Field(default=4, ge=1, le=64, description="Harness runs in flight at once (batched together).")
+    seed: int = Field(default=0, description="Seed for task sampling and rollouts.")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
+    results_dir: str = Field(default=".hs/prefect-results", description="Where Prefect persists task results.")
+
+
+class PoolReportConfig(_Frozen):
+    name: str = Field(default="pool-report", description="Run name prefix; the run id is derived from the whole config.")
+    version: str = Field(description="Pool version (folder under pool_root/<benchmark>/).")
+    pool_root: str = Field(default="harness_pool/pools", description="Folder holding <benchmark>/<version>/ pools.")
+    warm_start: str | None = Field(default=None, description="SFT config whose checkpoint is the policy.")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The frozen policy.")
+    n_tasks: int = Field(default=30, ge=1, description="Training tasks every harness runs on (a seeded sample that "
+                         "leaves out the evolution's diagnosis tasks when the pool came from `hs evolve`).")
+    k: int = Field(default=1, ge=1, le=8, description="Rollouts per sibling and task; H0 gets k x (pool size - 1).")
+    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(default=None, description="Training tiers to use.")
+    exclude_task_ids: list[str] = Field(default_factory=list, description="Tasks never to report on.")
+    concurrency: int = Field(default=4, ge=1, le=64, description="Harness runs in flight at once.")
+    seed: int = Field(default=1, description="Seed for task sampling and rollouts.")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
+    editor: EditorConfig = Field(default_factory=EditorConfig, description="Unused here (rule diagnosis only).")
+    results_dir: str = Field(default=".hs/prefect-results", description="Where Prefect persists task results.")
+    report_dir: str = Field(default=".hs/reports", description="Where the report JSON is written.")

@@ -362,7 +362,63 @@ class TrainStep(Base):
         return f"TrainStep(run_id={self.run_id!r}, step={self.step}, mode={self.mode!r})"
 
 
+class Pool(Base):
+    """A frozen harness pool: H0 plus siblings, written to harness_pool/pools/<benchmark>/<version>/.
+
+    ``id`` is the content id of the pool (hash of its sorted member ids); ``members`` lists
+    {name, id, file, parent_ids, round, root_causes, edit} as in the version's manifest.
+    """
+
+    __tablename__ = "pools"
+    __table_args__ = (UniqueConstraint("benchmark", "version"),)
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    benchmark: Mapped[str] = mapped_column(String(32))
+    version: Mapped[str] = mapped_column(String(NAME))
+    base_harness_id: Mapped[str] = mapped_column(String(HASH_ID))
+    path: Mapped[str] = mapped_column(Text)
+    members: Mapped[list[Any]] = mapped_column(default=list)
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    dvc_tag: Mapped[str | None] = mapped_column(String(NAME))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"Pool(benchmark={self.benchmark!r}, version={self.version!r}, members={len(self.members)})"
+
+
+class EvolutionCandidate(Base):
+    """One child harness proposed during evolution, with its validation outcome.
+
+    ``fixed``/``broken``/``solved`` are benchmark-task id lists on the candidate's validation
+    tasks: targeted failures it solved, solved controls it failed, and every task it solved.
+    """
+
+    __tablename__ = "evolution_candidates"
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    round: Mapped[int] = mapped_column(Integer)
+    parent_id: Mapped[str] = mapped_column(String(HASH_ID))
+    harness_id: Mapped[str | None] = mapped_column(String(HASH_ID))
+    name: Mapped[str] = mapped_column(String(NAME))
+    editor: Mapped[str] = mapped_column(String(32))
+    root_causes: Mapped[list[Any]] = mapped_column(default=list)
+    status: Mapped[str] = mapped_column(String(16))  # valid | invalid | rejected (static check failed)
+    selected: Mapped[bool] = mapped_column(default=False)
+    fixed: Mapped[list[Any]] = mapped_column(default=list)
+    broken: Mapped[list[Any]] = mapped_column(default=list)
+    solved: Mapped[list[Any]] = mapped_column(default=list)
+    validation_tasks: Mapped[list[Any]] = mapped_column(default=list)
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"EvolutionCandidate(name={self.name!r}, round={self.round}, status={self.status!r})"
+
+
 __all__ = [
+    "EvolutionCandidate",
+    "Pool",
     "Base",
     "BenchTask",
     "Checkpoint",

@@ -216,10 +216,15 @@ def _str(dumper: yaml.SafeDumper, value: str):
 _ReadableDumper.add_representer(str, _str)
 
 
+def harness_yaml(spec: HarnessSpec) -> str:
+    """The readable YAML text of a harness (what dump_harness writes)."""
+    return yaml.dump(spec.model_dump(mode="json"), Dumper=_ReadableDumper, sort_keys=False, allow_unicode=True,
+                     width=100)
+
+
 def dump_harness(spec: HarnessSpec, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.dump(spec.model_dump(mode="json"), Dumper=_ReadableDumper, sort_keys=False, allow_unicode=True, width=100)
-    path.write_text(text)
+    path.write_text(harness_yaml(spec))
     if load_harness(path).id != spec.id:  # never write a file that loads as a different harness
         raise HarnessError(f"{path}: YAML round trip changed the harness; report this as a bug")
     return path

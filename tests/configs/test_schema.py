@@ -38,3 +38,11 @@ def test_missing_and_malformed_files(tmp_path):
 def test_openai_backend_needs_a_url():
     with pytest.raises(ConfigError, match="policy.base_url"):
         load_config(EvalConfig, None, {"policy.backend": "openai"})
+
+
+def test_set_null_clears_a_field_while_named_flags_left_out_change_nothing():
+    from configs.schema import TrainConfig, load_config
+
+    cfg = load_config(TrainConfig, "configs/train_dbbench_smol.yaml", {"updates": None, "k": 4},
+                      ["warm_start=null", "trainer.lr=0.001"])
+    assert cfg.warm_start is None and cfg.updates == 20 and cfg.k == 4 and cfg.trainer.lr == 0.001

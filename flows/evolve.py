@@ -1,0 +1,105 @@
+"""Evolution flow: directional harness evolution and the frozen, versioned sibling pool (DESIGN.md §2.1).
+
+With the starting policy frozen, for rounds g = 1..R from parents {H0}:
+  1. diagnose: every parent runs k rollouts on the same sampled training tasks; every failure
+     gets a root cause; causes backed by >= min_support tasks form clusters;
+  2. edit: the editor proposes children per parent, each targeting 2-3 related causes;
+  3. validate: static check (schema + hook sandbox, at patch time), then the child runs on at
+     most 30 tasks (the parent's targeted failures + solved controls), one persisted Prefect
+     task per candidate; valid = fixes >= min_fixed targeted failures, breaks <= max_broken controls;
+  4. select: up to B parents for the next round by greedy maximum coverage of solved tasks;
+  5. grow: every valid child joins the pool, selected or not.
+Then the pool (H0 + siblings) is frozen into harness_pool/pools/<benchmark>/<version>/, recorded
+in the database and, when the repo has DVC initialised, dvc-added and git-tagged.
+
+Departures from the paper: at CPU scale the policy is SmolLM2-135M after the supervised warm
+start, the editor defaults to offline operators (an LLM editor is one config flag away), a
+round stops the evolution early when it yields no valid child, and one control may flip
+(max_broken 1) because k is small.
+
+Run: hs evolve --config configs/evolve_dbbench_smol.yaml
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+from prefect.futures import wait
+from prefect.runtime import flow_run
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from configs.schema import EvolveConfig
+from harness_pool.selection import greedy_cover
+from rl.checkpoints import is_complete
+from tasks.evaluation import result_storage
+from tasks.evolution import (freeze, judge, mark_evolution_failed, policy_config, propose_children, record_candidates,
+                             register_evolution, run_harness)
+from tasks.training import warm_start_config
+
+
+def _mark_failed(flow, flow_run, state) -> None:
+    params = flow_run.parameters or {}
+    mark_evolution_failed(EvolveConfig.model_validate(params["config"]), params.get("database_url"))
+
+
+def _run_all(cfg: EvolveConfig, jobs: list[tuple], run_id: str, database_url: str | None, bar, bar_id) -> list[dict]:
+    """Harness runs, `concurrency` at a time (their generate calls are batched together)."""
+    runner = run_harness.with_options(result_storage=result_storage(cfg))
+    out = []
+    for start in range(0, len(jobs), cfg.concurrency):
+        futures = [runner.submit(cfg, run_id, harness, task_ids, role, rnd, k, database_url)
+                   for harness, task_ids, role, rnd, k in jobs[start:start + cfg.concurrency]]
+        wait(futures)
+        out += [f.result() for f in futures]
+        bar.update(bar_id, advance=len(futures))
+    return out
+
+
+@flow(name="evolve", flow_run_name="evolve-{config.name}", on_failure=[_mark_failed])
+def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
+    cfg = config
+    logger = get_run_logger()
+    sft_cfg = warm_start_config(cfg)
+    if sft_cfg is not None and not is_complete(policy_config(cfg).model):
+        from flows.sft import sft  # first use: build the warm-start checkpoint (cached afterwards)
+
+        sft(sft_cfg, database_url)
+    run = register_evolution(cfg, database_url, flow_run.get_id())
+    run_id, h0, tasks = run["run_id"], run["h0"], run["task_ids"]
+    parents, pool, rounds = [h0], [], []
+    known = {_id(h0)}
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn()) as bar:
+        for rnd in range(1, cfg.rounds + 1):
+            bar_id = bar.add_task(f"round {rnd}: diagnose", total=len(parents))
+            diagnoses = _run_all(cfg, [(p, tasks, "diagnose", rnd, cfg.diagnose.k) for p in parents],
+                                 run_id, database_url, bar, bar_id)
+            candidates = []
+            for parent, diagnosis in zip(parents, diagnoses):
+                proposed = propose_children(cfg, run_id, rnd, parent, diagnosis, sorted(known), database_url)
+                candidates += [c for c in proposed if c["spec"] is not None]
+                known |= {c["harness_id"] for c in proposed if c["harness_id"]}
+            bar.update(bar_id, description=f"round {rnd}: validate", total=len(parents) + len(candidates))
+            runs = _run_all(cfg, [(c["spec"], sorted(set(c["targeted"]) | set(c["controls"])), "validate", rnd,
+                                   cfg.validation.k) for c in candidates], run_id, database_url, bar, bar_id)
+            judged = [{**c, **judge(c, r, cfg.validation.min_fixed, cfg.validation.max_broken)}
+                      for c, r in zip(candidates, runs)]
+            valid = [c for c in judged if c["valid"]]
+            chosen = [valid[i] for i in greedy_cover([set(c["solved"]) for c in valid], cfg.parents_per_round)]
+            record_candidates(cfg, run_id, rnd, judged, [c["harness_id"] for c in chosen], database_url)
+            pool += [c["spec"] for c in valid]
+            rounds.append({"round": rnd, "parents": len(parents), "candidates": len(judged), "valid": len(valid),
+                           "selected": [c["name"] for c in chosen]})
+            logger.info("round %d: %d parents, %d candidates, %d valid, selected %s", rnd, len(parents),
+                        len(judged), len(valid), [c["name"] for c in chosen])
+            if not chosen:
+                logger.info("round %d gave no valid child: evolution stops early", rnd)
+                break
+            parents = [c["spec"] for c in chosen]
+    frozen = freeze(cfg, run_id, h0, pool, database_url)
+    return {"run_id": run_id, "rounds": rounds, **frozen}
+
+
+def _id(spec: dict) -> str:
+    from harness_pool.spec import HarnessSpec
+
+    return HarnessSpec.model_validate(spec).id

@@ -1,0 +1,40 @@
+"""Pool report flow: locality and complementarity of a frozen pool, measured (DESIGN.md §2.4).
+
+Every sibling runs k rollouts and H0 k x N (N siblings) on the same training tasks (not the
+ones evolution diagnosed on, when the pool came from `hs evolve`), with the same frozen policy.
+Reported: per sibling the tasks fixed and broken relative to H0 at k; the oracle union of the
+siblings vs the best single sibling vs H0 at the same rollout count; pairwise repair overlap.
+
+Run: hs pool report VERSION [--warm-start configs/sft_dbbench_smol.yaml] [--n-tasks 30]
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+from prefect.runtime import flow_run
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from configs.schema import PoolReportConfig
+from flows.evolve import _run_all
+from rl.checkpoints import is_complete
+from tasks.evolution import policy_config
+from tasks.pool_report import register_pool_report, summarise_pool
+from tasks.training import warm_start_config
+
+
+@flow(name="pool-report", flow_run_name="pool-report-{config.version}")
+def pool_report(config: PoolReportConfig, database_url: str | None = None) -> dict:
+    cfg = config
+    sft_cfg = warm_start_config(cfg)
+    if sft_cfg is not None and not is_complete(policy_config(cfg).model):
+        from flows.sft import sft
+
+        sft(sft_cfg, database_url)
+    run = register_pool_report(cfg, database_url, flow_run.get_id())
+    n = max(len(run["siblings"]), 1)
+    jobs = [(run["base"], run["task_ids"], "report", 0, cfg.k * n)]
+    jobs += [(s, run["task_ids"], "report", 0, cfg.k) for s in run["siblings"]]
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn()) as bar:
+        results = _run_all(cfg, jobs, run["run_id"], database_url, bar, bar.add_task("harness runs", total=len(jobs)))
+    return summarise_pool(cfg, run["run_id"], results[0], results[1:], database_url)

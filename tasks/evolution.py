@@ -1,0 +1,232 @@
+"""Prefect tasks of the evolution flow: run a harness on tasks (diagnose / validate), propose
+children, judge candidates, freeze the pool.
+
+`run_harness` is the costly unit (every rollout of one harness on a task set, batched together);
+its result persists with a cache key of its inputs and source, so a retried or restarted run
+skips every diagnosis and candidate validation that already finished. Its rows land in the
+trajectory database (role 'diagnose' or 'validate', step = round) with deterministic ids.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+from configs.schema import EvolveConfig, PolicyConfig
+from db import store
+from db.engine import session_scope
+from db.ids import stable_id
+from db.models import EvolutionCandidate, Pool
+from harness_pool.diagnosis import Facts, SqlStep, cluster_causes, root_cause
+from harness_pool.operators import offline_patch, target_groups
+from harness_pool.patch import apply_patch
+from harness_pool.pool_store import freeze_pool, version_with_dvc
+from harness_pool.spec import HarnessError, HarnessSpec, load_harness
+from rl.policy import Sampling
+from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
+from tasks.records import build_group
+from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
+from tasks.sft import checkpoint_name
+from tasks.training import warm_start_config
+
+
+def evolve_run_id(cfg: EvolveConfig) -> str:
+    key = cfg.model_dump_json(exclude={"results_dir", "concurrency", "pool"})
+    return f"{cfg.name}-{stable_id('evolve', key)[:12]}"
+
+
+def policy_config(cfg: EvolveConfig) -> PolicyConfig:
+    """The frozen policy: the warm-start checkpoint when warm_start is set."""
+    sft_cfg = warm_start_config(cfg)
+    return cfg.policy if sft_cfg is None else cfg.policy.model_copy(update={"model": checkpoint_name(sft_cfg)})
+
+
+def diagnosis_task_ids(cfg: EvolveConfig) -> list[str]:
+    pool = [t.id for t in bench_tasks(cfg.env, "train", tiers=cfg.tiers)]
+    return sorted(random.Random(cfg.seed).sample(pool, min(cfg.diagnose.n_tasks, len(pool))))
+
+
+@task(name="register-evolution")
+def register_evolution(cfg: EvolveConfig, database_url: str | None, prefect_flow_run_id: str | None) -> dict:
+    h0 = load_harness(cfg.harness, cfg.env.benchmark)
+    task_ids = diagnosis_task_ids(cfg)
+    the_tasks = [bench_task(cfg.env, i) for i in task_ids]
+    run_id = evolve_run_id(cfg)
+    with session_scope(get_engine(database_url)) as session:
+        store.upsert_run(session, id=run_id, kind="evolve", name=cfg.name, status="running",
+                         config={**cfg.model_dump(mode="json"), "policy_model": policy_config(cfg).model},
+                         prefect_flow_run_id=prefect_flow_run_id)
+        _record_harness(session, h0)
+        store.upsert_bench_tasks(session, [
+            {"id": t.id, "benchmark": t.benchmark, "split": t.split, "index": t.index, "task_type": t.task_type,
+             "tier": t.tier, "description": t.description, "record": t.record} for t in the_tasks])
+    return {"run_id": run_id, "h0": h0.model_dump(mode="json"), "task_ids": task_ids}
+
+
+def _record_harness(session, h: HarnessSpec) -> None:
+    store.upsert_harness(session, id=h.id, name=h.name, benchmark=h.benchmark, parent_ids=h.parent_ids,
+                         spec=h.model_dump(mode="json"))
+
+
+# -- facts for diagnosis ---------------------------------------------------------------------
+def facts_of(result: RolloutResult, the_task, trajectory_id: str) -> Facts:
+    steps, parse_errors = [], []
+    for t in result.turns:
+        if t.action_kind == "sql" and t.action:
+            steps.append(SqlStep(t.action.get("sql", ""), t.observation or "", (t.observation or "").startswith("Error")))
+        elif t.action_kind == "invalid" and t.parse_error:
+            parse_errors.append(t.parse_error)
+    return Facts(trajectory_id=trajectory_id, bench_task_id=the_task.id, task_type=the_task.task_type,
+                 label=list(the_task.label or []), table_name=the_task.table_name, end_reason=result.end_reason,
+                 parse_errors=tuple(parse_errors), sql_steps=tuple(steps), answer=result.answer,
+                 success=result.verdict.success)
+
+
+@task(name="run-harness", cache_policy=(INPUTS - "cfg") + TASK_SOURCE, persist_result=True, retries=1,
+      task_run_name="{role}-r{round}-{harness[name]}")
+def run_harness(cfg: EvolveConfig, run_id: str, harness: dict, task_ids: list[str], role: str, round: int,
+                k: int, database_url: str | None) -> dict:
+    """k rollouts of `harness` on every task (all batched), stored as one group per task, with a
+    rule root cause for every failed rollout. Returns {task id: {successes, causes, trajectory_ids}}."""
+    spec = HarnessSpec.model_validate(harness)
+    the_tasks = [bench_task(cfg.env, i) for i in task_ids]
+    specs = [RolloutSpec(t, spec, i) for t in the_tasks for i in range(k)]
+    s = cfg.sampling
+    sampling = Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=int(stable_id(cfg.seed, round, role)[:8], 16))
+    results = run_rollouts(get_policy(policy_config(cfg)), specs, env_factory(cfg.env), sampling, cfg.env.max_rounds)
+    out = {}
+    with session_scope(get_engine(database_url)) as session:
+        _record_harness(session, spec)
+        for n, t in enumerate(the_tasks):
+            res = results[n * k:(n + 1) * k]
+            group = build_group(run_id=run_id, step=round, bench_task_id=t.id, harness_id=spec.id, seed=cfg.seed,
+                                role=role, checkpoint=policy_config(cfg).model, results=res)
+            store.replace_group(session, group)
+            trajs = sorted(group.trajectories, key=lambda x: x.sample_index)
+            causes = [root_cause(facts_of(r, t, tr.id)) for r, tr in zip(res, trajs)]
+            if cfg.editor.kind != "offline" and cfg.editor.llm_diagnosis:
+                from tasks.llm_editing import llm_causes
+
+                causes = llm_causes(cfg, res, causes)
+            out[t.id] = {"successes": [r.verdict.success for r in res], "causes": causes,
+                         "trajectory_ids": [tr.id for tr in trajs]}
+    return {"harness_id": spec.id, "name": spec.name, "tasks": out}
+
+
+# -- editing -----------------------------------------------------------------------------------
+def _clusters(run: dict, min_support: int):
+    causes = {tid: (task_id, cause) for task_id, r in run["tasks"].items()
+              for tid, cause in zip(r["trajectory_ids"], r["causes"]) if cause}
+    return cluster_causes(causes, min_support)
+
+
+@task(name="propose-children", cache_policy=(INPUTS - "cfg") + TASK_SOURCE, persist_result=True,
+      task_run_name="edit-r{round}-{parent[name]}")
+def propose_children(cfg: EvolveConfig, run_id: str, round: int, parent: dict, diagnosis: dict,
+                     known_ids: list[str], database_url: str | None) -> list[dict]:
+    """The editor's candidates for one parent, each with its validation tasks (targeted failures
+    + solved controls). Rejected patches are recorded with the reason."""
+    spec = HarnessSpec.model_validate(parent)
+    groups = target_groups(_clusters(diagnosis, cfg.diagnose.min_support))
+    solved = sorted(t for t, r in diagnosis["tasks"].items() if any(r["successes"]))
+    out, seen = [], set(known_ids)
+    for i in range(cfg.children_per_parent if groups else 0):
+        target, variant = groups[i % len(groups)], i // len(groups)
+        causes = [c.cause for c in target]
+        name = f"{_family(causes)}-r{round}-{spec.id[:6]}-v{variant}"
+        child, error, info = _edit(cfg, spec, target, variant, name, round, diagnosis, database_url)
+        if child is not None and child.id in seen:
+            child, error = None, "duplicate of a harness already in the pool or a parent"
+        failed = sorted(t for t, r in diagnosis["tasks"].items() if not any(r["successes"])
+                        and any(c in causes for c in r["causes"]))
+        budget = cfg.validation.max_tasks - min(cfg.validation.n_controls, len(solved))
+        controls = sorted(random.Random(f"{cfg.seed}-{name}").sample(solved, min(cfg.validation.n_controls,
+                                                                                  len(solved))))
+        candidate = {"id": stable_id("candidate", run_id, round, spec.id, name), "name": name,
+                     "parent_id": spec.id, "root_causes": causes, "targeted": failed[:budget], "controls": controls,
+                     "harness_id": child.id if child else None,
+                     "spec": child.model_dump(mode="json") if child else None, "error": error, "editor": info}
+        if child is not None:
+            seen.add(child.id)
+        out.append(candidate)
+    with session_scope(get_engine(database_url)) as session:
+        for c in out:
+            if c["spec"] is None:
+                session.merge(EvolutionCandidate(
+                    id=c["id"], run_id=run_id, round=round, parent_id=c["parent_id"], harness_id=None, name=c["name"],
+                    editor=cfg.editor.kind, root_causes=c["root_causes"], status="rejected",
+                    details={"error": c["error"], "editor": c["editor"]}))
+    return out
+
+
+def _family(causes: list[str]) -> str:
+    from harness_pool.diagnosis import FAMILY_OF
+
+    return FAMILY_OF.get(causes[0], causes[0])
+
+
+def _edit(cfg: EvolveConfig, parent: HarnessSpec, target, variant: int, name: str, round: int, diagnosis: dict,
+          database_url: str | None):
+    """(child or None, error or None, editor info) from the configured editor."""
+    if cfg.editor.kind == "offline":
+        try:
+            return apply_patch(parent, offline_patch(target, variant, name), round), None, {"kind": "offline"}
+        except HarnessError as exc:
+            return None, str(exc), {"kind": "offline"}
+    from tasks.llm_editing import llm_child
+
+    return llm_child(cfg, parent, target, name, round, diagnosis, database_url)
+
+
+# -- judging -------------------------------------------------------------------------------------
+def judge(candidate: dict, run: dict, min_fixed: int, max_broken: int) -> dict:
+    """fixed = targeted failures the child solved; broken = controls it no longer solves."""
+    solved = sorted(t for t, r in run["tasks"].items() if any(r["successes"]))
+    fixed = sorted(set(candidate["targeted"]) & set(solved))
+    broken = sorted(set(candidate["controls"]) - set(solved))
+    valid = len(fixed) >= min_fixed and len(broken) <= max_broken
+    return {"fixed": fixed, "broken": broken, "solved": solved, "valid": valid}
+
+
+@task(name="record-candidates", task_run_name="judge-r{round}")
+def record_candidates(cfg: EvolveConfig, run_id: str, round: int, judged: list[dict], selected: list[str],
+                      database_url: str | None) -> None:
+    with session_scope(get_engine(database_url)) as session:
+        for c in judged:
+            session.merge(EvolutionCandidate(
+                id=c["id"], run_id=run_id, round=round, parent_id=c["parent_id"], harness_id=c["harness_id"],
+                name=c["name"], editor=cfg.editor.kind, root_causes=c["root_causes"],
+                status="valid" if c["valid"] else "invalid", selected=c["harness_id"] in selected,
+                fixed=c["fixed"], broken=c["broken"], solved=c["solved"],
+                validation_tasks=sorted(set(c["targeted"]) | set(c["controls"])),
+                details={"editor": c["editor"], "targeted": c["targeted"], "controls": c["controls"]}))
+
+
+# -- the frozen pool -------------------------------------------------------------------------------
+@task(name="freeze-pool")
+def freeze(cfg: EvolveConfig, run_id: str, h0: dict, siblings: list[dict], database_url: str | None) -> dict:
+    base = HarnessSpec.model_validate(h0)
+    specs = [HarnessSpec.model_validate(s) for s in siblings]
+    version = cfg.pool.version or run_id
+    root = Path(cfg.pool.root)
+    manifest = freeze_pool(base, specs, cfg.env.benchmark, version, root, created_by=run_id)
+    folder = root / cfg.env.benchmark / version
+    tag = version_with_dvc(folder, f"pool-{cfg.env.benchmark}-{version}") if cfg.pool.dvc else None
+    with session_scope(get_engine(database_url)) as session:
+        session.merge(Pool(id=manifest.pool_id, benchmark=cfg.env.benchmark, version=version,
+                           base_harness_id=base.id, path=str(folder.resolve()),
+                           members=[m.model_dump(mode="json") for m in manifest.members], run_id=run_id, dvc_tag=tag))
+        store.finish_run(session, run_id, "completed")
+    return {"version": version, "path": str(folder), "pool_id": manifest.pool_id, "size": len(manifest.members),
+            "dvc_tag": tag}
+
+
+def mark_evolution_failed(cfg: EvolveConfig, database_url: str | None) -> None:
+    with session_scope(get_engine(database_url)) as session:
+        try:
+            store.finish_run(session, evolve_run_id(cfg), "failed")
+        except LookupError:
+            pass

@@ -1,0 +1,28 @@
+"""Locality, complementarity and overlap from a hand-built paired run."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.pool import pool_report
+
+
+def test_fixed_broken_union_and_overlap_by_hand():
+    # 4 tasks; siblings ran k=1, H0 ran 2 * 1 rollouts per task
+    h0 = {"a": [True, False], "b": [False, False], "c": [False, True], "d": [False, False]}
+    siblings = {"s1": {"a": [False], "b": [True], "c": [False], "d": [False]},
+                "s2": {"a": [True], "b": [True], "c": [True], "d": [False]}}
+    r = pool_report(h0, siblings, k=1)
+    # H0 at k=1 solves only a; at 2 rollouts also c
+    assert r["locality"]["s1"] == {"solved": 1, "fixed": 1, "broken": 1, "fixed_tasks": ["b"], "broken_tasks": ["a"]}
+    assert r["locality"]["s2"]["fixed_tasks"] == ["b", "c"] and r["locality"]["s2"]["broken"] == 0
+    c = r["complementarity"]
+    assert c["h0_at_k"] == 0.25 and c["h0_at_equal_rollouts"] == 0.5 and c["equal_rollouts"] == 2
+    assert c["best_single"] == 0.75 and c["best_single_name"] == "s2" and c["oracle_union"] == 0.75
+    assert r["overlap"] == {"s1|s2": pytest.approx(1 / 2)}
+
+
+def test_no_fixes_give_no_overlap_value():
+    h0 = {"a": [True, True]}
+    r = pool_report(h0, {"s1": {"a": [True]}, "s2": {"a": [True]}}, k=1)
+    assert r["overlap"] == {"s1|s2": None} and r["complementarity"]["oracle_union"] == 1.0
