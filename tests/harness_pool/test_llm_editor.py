@@ -210,3 +210,40 @@ def test_anthropic_chat_sends_the_system_prompt_and_returns_the_text(caplog):
     assert first["messages"] == [{"role": "user", "content": "Fix h0."}]
     assert second["system"] == "S" and [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
     assert chat.usage == {"prompt_tokens": 14, "completion_tokens": 6, "requests": 2}
+
+
+def test_the_evolution_task_uses_the_configured_llm_editor_and_records_rejections(openai_server, tmp_path):
+    from sqlalchemy import select
+
+    from configs.schema import EvolveConfig
+    from db import store
+    from db.engine import make_engine, session_scope
+    from db.models import EvolutionCandidate
+    from tasks.evolution import propose_children
+    from tasks.resources import get_engine
+
+    server, _ = openai_server(fenced(PATCH), fenced(BAD_PATCH), fenced(BAD_PATCH))
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = EvolveConfig.model_validate({
+        "children_per_parent": 2, "diagnose": {"min_support": 2},
+        "editor": {"kind": "openai", "model": "editor-model", "api_key_env": "HS_TEST_NO_SUCH_KEY",
+                   "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1"}})
+    with session_scope(get_engine(url)) as s:  # migrated on first use
+        store.upsert_run(s, id="evo-run", kind="evolve", name="evo", status="running", config={})
+    diagnosis = {"tasks": {
+        "t1": {"successes": [False], "causes": ["answered_without_query"], "trajectory_ids": ["a"]},
+        "t2": {"successes": [False], "causes": ["answered_without_query"], "trajectory_ids": ["b"]},
+        "t3": {"successes": [False], "causes": ["round_limit"], "trajectory_ids": ["c"]},
+        "t4": {"successes": [False], "causes": ["round_limit"], "trajectory_ids": ["d"]},
+        "t5": {"successes": [True], "causes": [None], "trajectory_ids": ["e"]}}}
+    h0 = load_harness("h0")
+    out = propose_children.fn(cfg, "evo-run", 1, h0.model_dump(mode="json"), diagnosis, [h0.id], url)
+    good, bad = out
+    assert good["spec"]["parent_ids"] == [h0.id] and good["spec"]["name"] == good["name"]
+    assert good["root_causes"] == ["answered_without_query", "round_limit"]
+    assert good["targeted"] == ["t1", "t2", "t3", "t4"] and good["controls"] == ["t5"]
+    assert good["editor"]["usage_total"]["prompt_tokens"] > 0 and good["editor"]["attempts"] == 1
+    assert bad["spec"] is None and "Import" in bad["error"] and len(server.requests) == 3
+    with session_scope(make_engine(url)) as s:
+        rows = s.scalars(select(EvolutionCandidate)).all()
+        assert [(r.name, r.status, r.editor) for r in rows] == [(bad["name"], "rejected", "openai")]
