@@ -28,10 +28,10 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from configs.schema import EvolveConfig
+from flows.sft import ensure_warm_start
 from harness_pool.selection import greedy_cover
-from rl.checkpoints import is_complete
 from tasks.evaluation import result_storage
-from tasks.evolution import (freeze, judge, mark_evolution_failed, policy_config, propose_children, record_candidates,
+from tasks.evolution import (freeze, judge, mark_evolution_failed, propose_children, record_candidates,
                              register_evolution, run_harness)
 from tasks.training import warm_start_config
 
@@ -41,7 +41,7 @@ def _mark_failed(flow, flow_run, state) -> None:
     mark_evolution_failed(EvolveConfig.model_validate(params["config"]), params.get("database_url"))
 
 
-def _run_all(cfg: EvolveConfig, jobs: list[tuple], run_id: str, database_url: str | None, bar, bar_id) -> list[dict]:
+def run_harnesses(cfg: EvolveConfig, jobs: list[tuple], run_id: str, database_url: str | None, bar, bar_id) -> list[dict]:
     """Harness runs, `concurrency` at a time (their generate calls are batched together)."""
     runner = run_harness.with_options(result_storage=result_storage(cfg))
     out = []
@@ -58,11 +58,7 @@ def _run_all(cfg: EvolveConfig, jobs: list[tuple], run_id: str, database_url: st
 def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
-    sft_cfg = warm_start_config(cfg)
-    if sft_cfg is not None and not is_complete(policy_config(cfg).model):
-        from flows.sft import sft  # first use: build the warm-start checkpoint (cached afterwards)
-
-        sft(sft_cfg, database_url)
+    ensure_warm_start(warm_start_config(cfg), database_url)  # built on first use, reused afterwards
     run = register_evolution(cfg, database_url, flow_run.get_id())
     run_id, h0, tasks = run["run_id"], run["h0"], run["task_ids"]
     parents, pool, rounds = [h0], [], []
@@ -71,7 +67,7 @@ def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
                   TimeElapsedColumn()) as bar:
         for rnd in range(1, cfg.rounds + 1):
             bar_id = bar.add_task(f"round {rnd}: diagnose", total=len(parents))
-            diagnoses = _run_all(cfg, [(p, tasks, "diagnose", rnd, cfg.diagnose.k) for p in parents],
+            diagnoses = run_harnesses(cfg, [(p, tasks, "diagnose", rnd, cfg.diagnose.k) for p in parents],
                                  run_id, database_url, bar, bar_id)
             candidates = []
             for parent, diagnosis in zip(parents, diagnoses):
@@ -79,7 +75,7 @@ def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
                 candidates += [c for c in proposed if c["spec"] is not None]
                 known |= {c["harness_id"] for c in proposed if c["harness_id"]}
             bar.update(bar_id, description=f"round {rnd}: validate", total=len(parents) + len(candidates))
-            runs = _run_all(cfg, [(c["spec"], sorted(set(c["targeted"]) | set(c["controls"])), "validate", rnd,
+            runs = run_harnesses(cfg, [(c["spec"], sorted(set(c["targeted"]) | set(c["controls"])), "validate", rnd,
                                    cfg.validation.k) for c in candidates], run_id, database_url, bar, bar_id)
             judged = [{**c, **judge(c, r, cfg.validation.min_fixed, cfg.validation.max_broken)}
                       for c, r in zip(candidates, runs)]

@@ -15,9 +15,8 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from configs.schema import PoolReportConfig
-from flows.evolve import _run_all
-from rl.checkpoints import is_complete
-from tasks.evolution import policy_config
+from flows.evolve import run_harnesses
+from flows.sft import ensure_warm_start
 from tasks.pool_report import register_pool_report, summarise_pool
 from tasks.training import warm_start_config
 
@@ -25,16 +24,12 @@ from tasks.training import warm_start_config
 @flow(name="pool-report", flow_run_name="pool-report-{config.version}")
 def pool_report(config: PoolReportConfig, database_url: str | None = None) -> dict:
     cfg = config
-    sft_cfg = warm_start_config(cfg)
-    if sft_cfg is not None and not is_complete(policy_config(cfg).model):
-        from flows.sft import sft
-
-        sft(sft_cfg, database_url)
+    ensure_warm_start(warm_start_config(cfg), database_url)  # built on first use, reused afterwards
     run = register_pool_report(cfg, database_url, flow_run.get_id())
     n = max(len(run["siblings"]), 1)
     jobs = [(run["base"], run["task_ids"], "report", 0, cfg.k * n)]
     jobs += [(s, run["task_ids"], "report", 0, cfg.k) for s in run["siblings"]]
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn()) as bar:
-        results = _run_all(cfg, jobs, run["run_id"], database_url, bar, bar.add_task("harness runs", total=len(jobs)))
+        results = run_harnesses(cfg, jobs, run["run_id"], database_url, bar, bar.add_task("harness runs", total=len(jobs)))
     return summarise_pool(cfg, run["run_id"], results[0], results[1:], database_url)

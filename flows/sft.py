@@ -40,3 +40,11 @@ def sft(config: SftConfig, database_url: str | None = None) -> dict:
     return {"checkpoint": meta["name"], "path": meta.get("path"), "demonstrations": demos["n_examples"],
             "failed_replays": demos["failed_replays"], "heldout_loss_before": meta["heldout_loss_before"],
             "heldout_loss_after": meta["heldout_loss_after"], "run_id": run_id}
+
+
+def ensure_warm_start(sft_cfg: SftConfig | None, database_url: str | None) -> None:
+    """Build the warm-start checkpoint as a subflow on first use; a no-op once it exists."""
+    from rl.checkpoints import is_complete
+
+    if sft_cfg is not None and not is_complete(checkpoint_name(sft_cfg)):
+        sft(sft_cfg, database_url)

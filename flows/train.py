@@ -26,7 +26,7 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import TrainConfig
-from rl.checkpoints import is_complete
+from flows.sft import ensure_warm_start
 from tasks.training import (batch_for_step, collect_groups, completed_updates, finish_train_run, init_checkpoint,
                             mark_train_failed, paired_validation, record_step, register_train_run, rl_checkpoint_name,
                             save_progress, update_policy, warm_start_config)
@@ -56,11 +56,7 @@ def reanchor(config: TrainConfig, run_id: str, step: int, val_task_ids: list[str
 def train(config: TrainConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
-    sft_cfg = warm_start_config(cfg)
-    if sft_cfg is not None and not is_complete(init_checkpoint(cfg)):
-        from flows.sft import sft  # first use: build the warm-start checkpoint (cached afterwards)
-
-        sft(sft_cfg, database_url)
+    ensure_warm_start(warm_start_config(cfg), database_url)  # built on first use, reused afterwards
     run = register_train_run(cfg, database_url, flow_run.get_id())
     run_id = run["run_id"]
     start = completed_updates(cfg, run_id)

@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness_pool.spec import (CodeHook, Condition, ContextPolicy, HarnessError, HarnessSpec, HookRule, MemoryPolicy,
-                               Provenance, Skill, ToolView)
+                               Provenance, Skill, ToolView, first_error)
 
 
 class _Edit(BaseModel):
@@ -158,9 +158,8 @@ def apply_patch(parent: HarnessSpec, patch: HarnessPatch, round: int | None = No
     try:
         child = HarnessSpec.model_validate(data)  # re-validates every component, code hooks included
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise HarnessError(f"patch '{patch.name}' gives an invalid harness at '{where}': {err['msg']}") from None
+        where, msg = first_error(exc)
+        raise HarnessError(f"patch '{patch.name}' gives an invalid harness at '{where}': {msg}") from None
     if spec.id == parent.id:
         raise HarnessError(f"patch '{patch.name}' changes nothing in the parent's behaviour; edit a component")
     return child
@@ -171,6 +170,5 @@ def parse_patch(data: dict) -> HarnessPatch:
     try:
         return HarnessPatch.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise HarnessError(f"invalid patch at '{where}': {err['msg']}") from None
+        where, msg = first_error(exc)
+        raise HarnessError(f"invalid patch at '{where}': {msg}") from None

@@ -168,6 +168,12 @@ class HarnessError(ValueError):
     """A harness file that cannot be used; the message says which file and how to fix it."""
 
 
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """(dotted location, message) of a validation error's first problem, for one-line errors."""
+    err = exc.errors()[0]
+    return ".".join(str(p) for p in err["loc"]) or "(top level)", err["msg"]
+
+
 def canonical_json(spec: HarnessSpec) -> str:
     """Sorted keys, fields at their default left out: a field added to the format later (with a
     default) leaves the ids of existing harnesses unchanged."""
@@ -199,9 +205,8 @@ def load_harness(name_or_path: str | Path, benchmark: str = "dbbench") -> Harnes
     try:
         return HarnessSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise HarnessError(f"{path}: field '{where}': {err['msg']}; fix that field (see harness_pool/spec.py)") from None
+        where, msg = first_error(exc)
+        raise HarnessError(f"{path}: field '{where}': {msg}; fix that field (see harness_pool/spec.py)") from None
 
 
 class _ReadableDumper(yaml.SafeDumper):
