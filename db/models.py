@@ -416,8 +416,55 @@ class EvolutionCandidate(Base):
         return f"EvolutionCandidate(name={self.name!r}, round={self.round}, status={self.status!r})"
 
 
+class ProfileVersion(Base):
+    """A sibling's behaviour profile as induced at one re-anchor (or from a pool report).
+
+    ``version`` is the training step of the re-anchor that produced it (0 before training);
+    ``profile`` holds {prefer: [...], avoid: [...]} entries with their evidence.
+    """
+
+    __tablename__ = "profile_versions"
+    __table_args__ = (UniqueConstraint("run_id", "harness_id", "version"),)
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    harness_id: Mapped[str] = mapped_column(String(HASH_ID))
+    version: Mapped[int] = mapped_column(Integer)
+    inducer: Mapped[str] = mapped_column(String(NAME))
+    success_rate: Mapped[float] = mapped_column(Float, default=0.0)
+    profile: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"ProfileVersion(harness_id={self.harness_id[:12]!r}, version={self.version})"
+
+
+class RouterDecision(Base):
+    """One routing decision: a rescue at a training step or a Rank-1 choice at evaluation,
+    with the final ranking, what was chosen and each voter's own ranking (RQ3, RQ5)."""
+
+    __tablename__ = "router_decisions"
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    bench_task_id: Mapped[str] = mapped_column(String(NAME))
+    purpose: Mapped[str] = mapped_column(String(16))  # rescue | rank1
+    router: Mapped[str] = mapped_column(String(NAME))
+    profile_version: Mapped[int | None] = mapped_column(Integer)
+    ranking: Mapped[list[Any]] = mapped_column(default=list)
+    chosen: Mapped[list[Any]] = mapped_column(default=list)
+    votes: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"RouterDecision(purpose={self.purpose!r}, step={self.step}, task={self.bench_task_id!r})"
+
+
 __all__ = [
     "EvolutionCandidate",
+    "ProfileVersion",
+    "RouterDecision",
     "Pool",
     "Base",
     "BenchTask",

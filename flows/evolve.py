@@ -14,7 +14,8 @@ in the database and, when the repo has DVC initialised, dvc-added and git-tagged
 
 Departures from the paper: at CPU scale the policy is SmolLM2-135M after the supervised warm
 start, the editor defaults to offline operators (an LLM editor is one config flag away), a
-round stops the evolution early when it yields no valid child, and one control may flip
+round with no valid child keeps its parents (the offline editor then tries other operator
+variants), controls are the parent's most reliably solved tasks, and one control may flip
 (max_broken 1) because k is small.
 
 Run: hs evolve --config configs/evolve_dbbench_smol.yaml
@@ -87,10 +88,10 @@ def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
                            "selected": [c["name"] for c in chosen]})
             logger.info("round %d: %d parents, %d candidates, %d valid, selected %s", rnd, len(parents),
                         len(judged), len(valid), [c["name"] for c in chosen])
-            if not chosen:
-                logger.info("round %d gave no valid child: evolution stops early", rnd)
-                break
-            parents = [c["spec"] for c in chosen]
+            if chosen:
+                parents = [c["spec"] for c in chosen]
+            else:  # keep the parents: the next round's editor tries other operator variants
+                logger.info("round %d gave no valid child: the parents stay for round %d", rnd, rnd + 1)
     frozen = freeze(cfg, run_id, h0, pool, database_url)
     return {"run_id": run_id, "rounds": rounds, **frozen}
 

@@ -149,6 +149,9 @@ OPERATORS: dict[str, list[list[dict]]] = {
 }
 
 
+VARIANTS = 3  # operator variants per cause
+
+
 def target_groups(clusters: list[Cluster], max_causes: int = 3) -> list[list[Cluster]]:
     """Related clusters grouped by family (up to `max_causes` each), best supported family first."""
     families: dict[str, list[Cluster]] = {}

@@ -17,10 +17,12 @@ from harness_pool.spec import HarnessSpec
 
 @dataclass(frozen=True)
 class Ranking:
-    """Harness ids best first, plus each voter's own ranking (for the decision record)."""
+    """Harness ids best first, plus each voter's own ranking (for the decision record) and, for
+    each voter that was skipped (it raised or timed out), why."""
 
     harness_ids: list[str]
     votes: dict[str, list[str]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
 
     def top(self, k: int) -> list[str]:
         """The first k ids, cycling through the ranking when k exceeds its length."""

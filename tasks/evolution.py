@@ -14,6 +14,7 @@ from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
+from sqlalchemy import delete
 
 from configs.schema import EvolveConfig, PolicyConfig
 from db import store
@@ -21,7 +22,7 @@ from db.engine import session_scope
 from db.ids import stable_id
 from db.models import EvolutionCandidate, Pool
 from harness_pool.diagnosis import Facts, SqlStep, cluster_causes, root_cause
-from harness_pool.operators import offline_patch, target_groups
+from harness_pool.operators import VARIANTS, offline_patch, target_groups
 from harness_pool.patch import apply_patch
 from harness_pool.pool_store import freeze_pool, version_with_dvc
 from harness_pool.spec import HarnessError, HarnessSpec, load_harness
@@ -131,10 +132,11 @@ def propose_children(cfg: EvolveConfig, run_id: str, round: int, parent: dict, d
     + solved controls). Rejected patches are recorded with the reason."""
     spec = HarnessSpec.model_validate(parent)
     groups = target_groups(_clusters(diagnosis, cfg.diagnose.min_support))
-    solved = sorted(t for t, r in diagnosis["tasks"].items() if any(r["successes"]))
+    solved = _robust_first(diagnosis, f"{cfg.seed}-{spec.id}")
     out, seen = [], set(known_ids)
     for i in range(cfg.children_per_parent if groups else 0):
-        target, variant = groups[i % len(groups)], i // len(groups)
+        # variants rotate with the round: a parent kept for another round gets new children
+        target, variant = groups[i % len(groups)], (i // len(groups) + round - 1) % VARIANTS
         causes = [c.cause for c in target]
         name = f"{_family(causes)}-r{round}-{spec.id[:6]}-v{variant}"
         child, error, info = _edit(cfg, spec, target, variant, name, round, diagnosis, database_url)
@@ -143,8 +145,7 @@ def propose_children(cfg: EvolveConfig, run_id: str, round: int, parent: dict, d
         failed = sorted(t for t, r in diagnosis["tasks"].items() if not any(r["successes"])
                         and any(c in causes for c in r["causes"]))
         budget = cfg.validation.max_tasks - min(cfg.validation.n_controls, len(solved))
-        controls = sorted(random.Random(f"{cfg.seed}-{name}").sample(solved, min(cfg.validation.n_controls,
-                                                                                  len(solved))))
+        controls = sorted(solved[:cfg.validation.n_controls])
         candidate = {"id": stable_id("candidate", run_id, round, spec.id, name), "name": name,
                      "parent_id": spec.id, "root_causes": causes, "targeted": failed[:budget], "controls": controls,
                      "harness_id": child.id if child else None,
@@ -160,6 +161,15 @@ def propose_children(cfg: EvolveConfig, run_id: str, round: int, parent: dict, d
                     editor=cfg.editor.kind, root_causes=c["root_causes"], status="rejected",
                     details={"error": c["error"], "editor": c["editor"]}))
     return out
+
+
+def _robust_first(diagnosis: dict, seed: str) -> list[str]:
+    """Tasks the parent solved, the most reliably solved first (seeded order among equals), so
+    controls are tasks whose loss would mean breakage rather than sampling noise."""
+    solved = sorted(t for t, r in diagnosis["tasks"].items() if any(r["successes"]))
+    random.Random(seed).shuffle(solved)
+    rate = {t: sum(r["successes"]) / len(r["successes"]) for t, r in diagnosis["tasks"].items()}
+    return sorted(solved, key=lambda t: -rate[t])
 
 
 def _family(causes: list[str]) -> str:
@@ -216,6 +226,9 @@ def freeze(cfg: EvolveConfig, run_id: str, h0: dict, siblings: list[dict], datab
     folder = root / cfg.env.benchmark / version
     tag = version_with_dvc(folder, f"pool-{cfg.env.benchmark}-{version}") if cfg.pool.dvc else None
     with session_scope(get_engine(database_url)) as session:
+        # the folder is the truth: a row left by a deleted folder of the same version gives way
+        session.execute(delete(Pool).where(Pool.benchmark == cfg.env.benchmark, Pool.version == version,
+                                           Pool.id != manifest.pool_id))
         session.merge(Pool(id=manifest.pool_id, benchmark=cfg.env.benchmark, version=version,
                            base_harness_id=base.id, path=str(folder.resolve()),
                            members=[m.model_dump(mode="json") for m in manifest.members], run_id=run_id, dvc_tag=tag))
