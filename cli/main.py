@@ -36,6 +36,7 @@ data_app = typer.Typer(help="Benchmark data.", no_args_is_help=True)
 traj_app = typer.Typer(help="Inspect stored trajectories.", no_args_is_help=True)
 report_app = typer.Typer(help="Tables from the database.", no_args_is_help=True)
 harness_app = typer.Typer(help="Harness files: check, patch.", no_args_is_help=True)
+profiles_app = typer.Typer(help="Behaviour profiles of siblings (induced at every re-anchor).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(env_app, name="env")
 app.add_typer(data_app, name="data")
@@ -43,6 +44,7 @@ app.add_typer(traj_app, name="traj")
 app.add_typer(report_app, name="report")
 app.add_typer(harness_app, name="harness")
 app.add_typer(pool_app, name="pool")
+app.add_typer(profiles_app, name="profiles")
 console = Console()
 
 
@@ -386,6 +388,35 @@ def pool_report_cmd(
     from flows.pool_report import pool_report
 
     views.print_pool_report(console, pool_report(cfg, database_url=database_url))
+
+
+@profiles_app.command("show")
+@user_errors
+def profiles_show(harness: str = typer.Argument(..., help="Harness name or id prefix"),
+                  version: Annotated[Optional[int], typer.Option(help="Profile version (re-anchor step); default newest")] = None,
+                  run: Annotated[Optional[str], typer.Option(help="Training run id; default the newest with profiles")] = None,
+                  database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
+    """A sibling's prefer/avoid entries with their evidence, as induced at one re-anchor."""
+    from sqlalchemy import select
+
+    from db.engine import check_database, database_url as default_url, make_engine, session_scope
+    from db.models import Harness, ProfileVersion
+
+    url = database_url or default_url()
+    check_database(url)
+    with session_scope(make_engine(url)) as session:
+        ids = session.scalars(select(Harness.id).where((Harness.name == harness) | Harness.id.startswith(harness))).all()
+        query = select(ProfileVersion).where(ProfileVersion.harness_id.in_(ids))
+        if run:
+            query = query.where(ProfileVersion.run_id == run)
+        if version is not None:
+            query = query.where(ProfileVersion.version == version)
+        rows = session.scalars(query.order_by(ProfileVersion.created_at.desc(), ProfileVersion.version.desc())).all()
+        if not rows:
+            raise LookupError(f"no behaviour profile for '{harness}'{f' in run {run}' if run else ''}"
+                              f"{f' at version {version}' if version is not None else ''}: profiles are induced at "
+                              "the re-anchors of `hs train`; list runs with `hs report training`")
+        views.print_profile(console, rows[0])
 
 
 @harness_app.command("check")

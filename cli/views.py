@@ -150,3 +150,18 @@ def print_pool_report(console: Console, report: dict) -> None:
                                                                               sorted(pairs.items())), highlight=False,
                       soft_wrap=True)
     console.print(f"report written to {report['path']}", highlight=False)
+
+
+def print_profile(console: Console, row) -> None:
+    p = row.profile
+    console.print(f"profile of {p['harness_name']} ({row.harness_id[:12]}), run {row.run_id}, version {row.version} "
+                  f"({row.inducer}); validation success {p['success_rate']:.2f} vs H0 {p['h0_success_rate']:.2f}",
+                  highlight=False, soft_wrap=True)
+    for kind in ("prefer", "avoid"):
+        table = Table(title=kind)
+        for col in ("when", "behaviour", "delta", "tasks"):
+            table.add_column(col)
+        for e in p[kind]:
+            when = "; ".join(f"{k}: {', '.join(v)}" for k, v in e["when"].items() if v) or "any task"
+            table.add_row(when, e["behaviour"], f"{e['evidence']['delta']:+.2f}", str(e["evidence"]["n"]))
+        console.print(table)

@@ -173,10 +173,27 @@ class TrainerConfig(_Frozen):
     zero_stage: Literal[0, 1, 2, 3] = Field(default=2, description="DeepSpeed ZeRO stage (deepspeed backend only).")
 
 
+class LlmVoterConfig(_Frozen):
+    kind: Literal["openai", "anthropic"] = Field(default="openai", description="Chat API of this voter.")
+    model: str = Field(description="Model name.")
+    base_url: str | None = Field(default=None, description="API base URL (openai: required for local servers).")
+    api_key_env: str | None = Field(default=None, description="Environment variable with the API key.")
+
+
 class RouterConfig(_Frozen):
-    kind: Literal["random", "fixed"] = Field(
-        default="random", description="random: seeded random top-K of the pool; fixed: the 'names' list in order.")
+    kind: Literal["random", "fixed", "adaptive", "rules", "fixed_profiles"] = Field(
+        default="random",
+        description="random: seeded random top-K of the pool; fixed: the 'names' list in order; adaptive: voters "
+        "over behaviour profiles re-induced at every re-anchor; rules: no profiles, validation success and "
+        "keyword rules only; fixed_profiles: adaptive with the first re-anchor's profiles, never updated.")
     names: list[str] = Field(default_factory=list, description="Harness names for the fixed router.")
+    voters: list[Literal["statistics", "embedding"]] = Field(
+        default_factory=lambda: ["statistics", "embedding"],
+        description="Model-free voters of the adaptive routers (MiniLM embeddings for 'embedding').")
+    llm_voters: list[LlmVoterConfig] = Field(default_factory=list, description="LLM voters (the paper's voters).")
+    inducer: Literal["offline", "llm"] = Field(
+        default="offline", description="Who writes behaviour profiles: templated from outcomes, or the first LLM voter.")
+    timeout_s: float = Field(default=30.0, gt=0, description="A voter slower than this is skipped (and logged).")
 
 
 class ValidationConfig(_Frozen):

@@ -28,7 +28,9 @@ class PlannedGroup:
     bench_task: object
     role: str  # "h0" (first group), "mixture", "rescue" (sibling rescue) or "h0_rescue"
     specs: list[RolloutSpec]
-    votes: dict[str, list[str]] = field(default_factory=dict)  # the router's decision record
+    votes: dict[str, list[str]] = field(default_factory=dict)  # the router's decision record: each voter's ranking
+    ranking: list[str] = field(default_factory=list)  # the combined ranking (rescue groups)
+    errors: dict[str, str] = field(default_factory=dict)  # voters skipped, with why
 
     @property
     def harness_id(self) -> str | None:
@@ -66,7 +68,8 @@ def rescue_groups(mode: str, dead_tasks: list, h0: HarnessSpec, pool: list[Harne
         ranking = router.rank(t, siblings)
         chosen = ranking.top(k)
         groups.append(PlannedGroup(t, "rescue", [RolloutSpec(t, by_id[hid], k + i) for i, hid in enumerate(chosen)],
-                                   votes=ranking.votes))
+                                   votes=ranking.votes, ranking=list(ranking.harness_ids),
+                                   errors=dict(ranking.errors)))
     return groups
 
 

@@ -32,7 +32,6 @@ from db import store
 from db.engine import session_scope
 from db.ids import stable_id
 from db.models import Checkpoint, Evaluation, RolloutGroup, TrainStep, Trajectory
-from harness_pool.router import FixedRouter, RandomRouter
 from harness_pool.spec import HarnessSpec, load_harness
 from rl.checkpoints import checkpoint_path, save_checkpoint
 from rl.data_parallel import launched_world
@@ -46,6 +45,7 @@ from rl.trainer import TorchTrainer, TrainerSettings
 from tasks import tracking
 from tasks.records import build_group
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine
+from tasks.routing import build_router, paired_records, record_decisions, store_profiles
 from tasks.sft import checkpoint_name
 
 _LOCK = threading.Lock()
@@ -110,12 +110,6 @@ def harness_sets(cfg: TrainConfig) -> tuple[HarnessSpec, list[HarnessSpec], list
     bench = cfg.env.benchmark
     return (load_harness(cfg.harness, bench), [load_harness(n, bench) for n in cfg.pool],
             [load_harness(n, bench) for n in cfg.mixture])
-
-
-def make_router(cfg: TrainConfig, step: int):
-    if cfg.router.kind == "fixed":
-        return FixedRouter(list(cfg.router.names))
-    return RandomRouter(seed=cfg.seed * 100003 + step)
 
 
 def step_seed(seed: int, step: int, phase: int) -> int:
@@ -247,7 +241,11 @@ def collect_groups(cfg: TrainConfig, run_id: str, step: int, bench_task_ids: lis
     first = first_groups(cfg.mode, the_tasks, h0, mixture, cfg.k)
     first_results = _run_planned(cfg, handle.policy, first, step, 0)
     dead = [g.bench_task for g, res in zip(first, first_results) if is_dead([r.verdict.success for r in res])]
-    rescue = rescue_groups(cfg.mode, dead, h0, pool, make_router(cfg, step), cfg.k)
+    router, version = None, None
+    if cfg.mode == "harness_s" and dead:
+        with session_scope(get_engine(database_url)) as session:
+            router, version = build_router(cfg, session, run_id, step)
+    rescue = rescue_groups(cfg.mode, dead, h0, pool, router, cfg.k)
     rescue_results = _run_planned(cfg, handle.policy, rescue, step, 1)
     seconds = time.perf_counter() - started
     label = f"{run_id}@{step}"
@@ -260,6 +258,7 @@ def collect_groups(cfg: TrainConfig, run_id: str, step: int, bench_task_ids: lis
             store.replace_group(session, group)
             summaries.append(_summary(g, res, group.id))
             train_groups[g.bench_task.id] = group.id  # a rescue group comes later and replaces the dead one
+        record_decisions(session, run_id, step, cfg.router.kind, version, [g for g in rescue if g.role == "rescue"])
     for s in summaries:
         s["trained"] = train_groups[s["bench_task_id"]] == s["group_id"]
     return {"groups": summaries, "train_group_ids": list(train_groups.values()),
@@ -402,7 +401,9 @@ def paired_validation(cfg: TrainConfig, run_id: str, step: int, val_task_ids: li
                 harness_id=h.id, routing="reanchor", k=cfg.validation.k, n_seeds=1, n_bench_tasks=len(the_tasks),
                 metrics={"step": step, "success_rate": rate,
                          "solved": sorted({r.bench_task_id for r in mine if r.verdict.success})}))
-    return {"step": step, "success": success}
+        profiles = store_profiles(session, cfg, run_id, step, h0, pool, paired_records(
+            results, {t.id: t for t in the_tasks}))
+    return {"step": step, "success": success, "profiles": profiles}
 
 
 @task(name="finish-train-run")

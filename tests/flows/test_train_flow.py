@@ -11,7 +11,8 @@ from sqlalchemy import func, select
 
 from configs.schema import TrainConfig
 from db.engine import make_engine, session_scope
-from db.models import Checkpoint, Evaluation, RolloutGroup, Run, TrainStep, Trajectory
+from db.models import Checkpoint, Evaluation, ProfileVersion, RolloutGroup, RouterDecision, Run, TrainStep, Trajectory
+from harness_pool.spec import load_harness
 
 
 def tiny_cfg(tmp_path, **changes) -> TrainConfig:
@@ -87,6 +88,9 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
             _, stats = training.load_sequences(s, rollouts["train_group_ids"])
             assert stats[0]["advantages"] == [1.0, -1.0, 1.0, -1.0]
             assert s.scalar(select(func.count()).select_from(RolloutGroup)) == 2  # the dead group is kept too
+            decision = s.scalars(select(RouterDecision)).one()  # the rescue's routing decision is on record
+            rows, fmt = load_harness("schema_rows").id, load_harness("format_reminder").id
+            assert (decision.router, decision.purpose, decision.chosen) == ("fixed", "rescue", [rows, fmt, rows, fmt])
         before = [p.detach().clone() for p in inner.model.parameters()]
         update = training.update_policy.fn(cfg, run_id, 0, rollouts["train_group_ids"], url)
         assert update["trained_sequences"] == 4 and update["grad_norm"] > 0
@@ -142,6 +146,9 @@ def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, tr
         reanchors = s.scalars(select(Evaluation).where(Evaluation.run_id == run_id)).all()
         assert sorted({e.metrics["step"] for e in reanchors}) == [0, 2]  # start and end
         assert len(reanchors) == 2 * 3  # H0 + 2 siblings, each time
+        versions = s.scalars(select(ProfileVersion).where(ProfileVersion.run_id == run_id)).all()
+        assert sorted((v.version, v.harness_id) for v in versions) == sorted(  # a profile per sibling and re-anchor
+            (step, load_harness(n).id) for step in (0, 2) for n in ("schema_rows", "format_reminder"))
         assert s.get(Run, run_id).status == "completed"
         ckpt = s.get(Checkpoint, f"{run_id}-u2")
         assert ckpt is not None and ckpt.kind == "rl" and ckpt.parent_id == "smollm2-135m"

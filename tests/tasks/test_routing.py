@@ -1,0 +1,108 @@
+"""Routing in training: profiles stored per re-anchor, the router variant reads the right version,
+rescue decisions are recorded with their votes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from configs.schema import TrainConfig
+from db import store
+from db.models import ProfileVersion, RouterDecision
+from harness_pool.profiles import PairedRecord
+from harness_pool.spec import load_harness
+from rl.rescue import rescue_groups
+from tasks.resources import get_engine
+from tasks.routing import build_router, load_profiles, record_decisions, store_profiles
+from db.engine import session_scope
+
+H0, ROWS, LENIENT = load_harness("h0"), load_harness("schema_rows"), load_harness("lenient_answer")
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    task_type: str
+    tier: str = "easy"
+    description: str = ""
+    table_name: str = "t"
+
+    @property
+    def instruction(self) -> str:
+        return self.description
+
+
+UPDATE = Task("u9", "UPDATE", description="Update the price of Widget to 20.")
+
+
+def records(rows_wins_updates: bool) -> list[PairedRecord]:
+    """schema_rows beats H0 on UPDATE tasks (or, later, loses there), lenient_answer ties H0."""
+    out = []
+    h0_ok = not rows_wins_updates
+    for tid in ("u1", "u2"):
+        for h, ok in ((H0, h0_ok), (ROWS, rows_wins_updates), (LENIENT, h0_ok)):
+            out.append(PairedRecord(bench_task_id=tid, task_type="UPDATE", tier="easy", text="Update a row.",
+                                    harness_id=h.id, successes=[ok]))
+    for h, ok in ((H0, True), (ROWS, True), (LENIENT, True)):
+        out.append(PairedRecord(bench_task_id="c1", task_type="counting", tier="easy", text="How many rows?",
+                                harness_id=h.id, successes=[ok]))
+    return out
+
+
+def cfg(kind: str) -> TrainConfig:
+    return TrainConfig(router={"kind": kind, "voters": ["statistics"]}, pool=["schema_rows", "lenient_answer"])
+
+
+def test_adaptive_reads_the_newest_profiles_and_fixed_profiles_the_first(tmp_path):
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    with session_scope(get_engine(url)) as s:
+        store.upsert_run(s, id="r", kind="train", name="t", status="running", config={})
+        first = store_profiles(s, cfg("adaptive"), "r", 0, H0, [ROWS, LENIENT], records(rows_wins_updates=True))
+        store_profiles(s, cfg("adaptive"), "r", 10, H0, [ROWS, LENIENT], records(rows_wins_updates=False))
+    assert first["schema_rows"]["prefer"] >= 1 and first["lenient_answer"]["prefer"] == 0
+    with session_scope(get_engine(url)) as s:
+        assert len(s.scalars(select(ProfileVersion)).all()) == 4
+        assert load_profiles(s, "r", 5, first_only=False)[0] == 0  # nothing newer than the step is used
+        adaptive, version = build_router(cfg("adaptive"), s, "r", 12)
+        assert version == 10
+        fixed, first_version = build_router(cfg("fixed_profiles"), s, "r", 12)
+        assert first_version == 0
+        # at step 0 schema_rows was the UPDATE specialist; by step 10 it had lost that edge
+        assert fixed.rank(UPDATE, [ROWS, LENIENT]).harness_ids[0] == ROWS.id
+        assert adaptive.rank(UPDATE, [ROWS, LENIENT]).harness_ids[0] == LENIENT.id
+        rules, _ = build_router(cfg("rules"), s, "r", 12)
+        assert list(rules.rank(UPDATE, [ROWS, LENIENT]).votes) == ["rules"]
+
+
+def test_rescue_decisions_are_stored_with_ranking_choice_and_votes(tmp_path):
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    with session_scope(get_engine(url)) as s:
+        store.upsert_run(s, id="r", kind="train", name="t", status="running", config={})
+        store_profiles(s, cfg("adaptive"), "r", 0, H0, [ROWS, LENIENT], records(rows_wins_updates=True))
+        router, version = build_router(cfg("adaptive"), s, "r", 3)
+        groups = rescue_groups("harness_s", [UPDATE], H0, [ROWS, LENIENT], router, k=4)
+        record_decisions(s, "r", 3, "adaptive", version, groups)
+    with session_scope(get_engine(url)) as s:
+        d = s.scalars(select(RouterDecision)).one()
+        assert (d.step, d.bench_task_id, d.purpose, d.router, d.profile_version) == (3, "u9", "rescue", "adaptive", 0)
+        assert d.ranking == [ROWS.id, LENIENT.id] and d.chosen == [ROWS.id, LENIENT.id, ROWS.id, LENIENT.id]
+        assert d.votes["voters"]["statistics"][0] == ROWS.id and d.votes["errors"] == {}
+
+
+def test_profiles_show_prints_entries_and_a_clear_error_for_an_unknown_harness(tmp_path):
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    with session_scope(get_engine(url)) as s:
+        store.upsert_run(s, id="r", kind="train", name="t", status="running", config={})
+        for h in (H0, ROWS, LENIENT):
+            store.upsert_harness(s, id=h.id, name=h.name, benchmark=h.benchmark, parent_ids=h.parent_ids,
+                                 spec=h.model_dump(mode="json"))
+        store_profiles(s, cfg("adaptive"), "r", 0, H0, [ROWS, LENIENT], records(rows_wins_updates=True))
+    out = CliRunner().invoke(app, ["profiles", "show", "schema_rows", "--database-url", url])
+    assert out.exit_code == 0 and "profile of schema_rows" in out.output and "UPDATE" in out.output
+    bad = CliRunner().invoke(app, ["profiles", "show", "nope", "--database-url", url])
+    assert bad.exit_code == 2 and "no behaviour profile for 'nope'" in bad.output
