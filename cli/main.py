@@ -137,16 +137,20 @@ def eval_cmd(
     checkpoint: Annotated[Optional[str], typer.Option(help="Checkpoint name from the registry to evaluate (also the label recorded with every trajectory)")] = None,
     tiers: Annotated[Optional[str], typer.Option(help="Training-split tiers when --split train, e.g. easy,medium")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Rollout groups in flight")] = None,
+    routing: Annotated[Optional[str], typer.Option(help="h0 (default) or rank1: each task under the router's top harness")] = None,
+    pool: Annotated[Optional[str], typer.Option(help="rank1: sibling harnesses, comma-separated")] = None,
+    profiles_run: Annotated[Optional[str], typer.Option("--profiles-run", help="rank1: training run whose profiles to use")] = None,
     database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
 ):
-    """Evaluate a frozen policy under one harness: Pass@k / Avg@k, every trajectory stored."""
+    """Evaluate a frozen policy under one harness (or Rank-1 routing): Pass@k / Avg@k, every trajectory stored."""
     from configs.schema import EvalConfig, load_config
 
     _benchmark(benchmark)
     overrides = {"split": split, "harness": harness, "k": k, "seeds": seeds, "limit": limit, "every": every,
                  "env.backend": backend, "policy.model": model or checkpoint, "group_concurrency": concurrency,
-                 "checkpoint": checkpoint, "tiers": tiers.split(",") if tiers else None}
+                 "checkpoint": checkpoint, "tiers": tiers.split(",") if tiers else None, "routing": routing,
+                 "pool": pool.split(",") if pool else None, "profiles_run": profiles_run}
     cfg = load_config(EvalConfig, config, overrides, set_)
     _preflight(cfg, database_url)
     from flows.evaluate import evaluate
@@ -166,7 +170,8 @@ def _preflight(cfg, database_url: str | None) -> None:
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
 
-    load_harness(cfg.harness, cfg.env.benchmark)
+    for name in [cfg.harness, *cfg.pool]:
+        load_harness(name, cfg.env.benchmark)
     load_split(cfg.split, data_dir=cfg.env.data_dir, limit=1)
     check_database(database_url or default_url())
     if cfg.policy.backend == "transformers":

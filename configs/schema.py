@@ -80,6 +80,21 @@ class EvalConfig(_Frozen):
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Which policy to evaluate.")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Sampling settings.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
+    routing: Literal["h0", "rank1"] = Field(
+        default="h0", description="h0: every task under `harness`; rank1: every task under the single harness the "
+        "router ranks first (H0 competing), at the same rollout count.")
+    pool: list[str] = Field(default_factory=list, description="rank1: the sibling harnesses (names or YAML paths).")
+    profiles_run: str | None = Field(
+        default=None, description="rank1: the training run whose newest behaviour profiles the router reads.")
+    router_voters: list[Literal["statistics", "embedding"]] = Field(
+        default_factory=lambda: ["statistics", "embedding"], description="rank1: the router's model-free voters.")
+
+    @model_validator(mode="after")
+    def _rank1_needs(self) -> EvalConfig:
+        if self.routing == "rank1" and not (self.pool and self.profiles_run):
+            raise ValueError("routing rank1 needs pool (sibling names) and profiles_run (a training run id with "
+                             "profiles, see `hs report training`)")
+        return self
 
 
 def _set_path(data: dict, dotted: str, value: Any) -> None:

@@ -49,7 +49,7 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     def submit_next() -> None:
         job = next(queue, None)
         if job is not None:
-            in_flight.add(group_task.submit(cfg, run["run_id"], run["harness_id"], job[0], job[1], database_url))
+            in_flight.add(group_task.submit(cfg, run["run_id"], run["choices"][job[0]], job[0], job[1], database_url))
 
     with _progress() as bar:  # at most group_concurrency groups in flight, whatever the task runner
         bar_id = bar.add_task("rollout groups", total=len(jobs), solved=0, rollouts=0)

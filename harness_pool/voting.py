@@ -306,15 +306,19 @@ def _h0_success(router: object, h0: HarnessSpec) -> float:
     return mean(rates) if rates else 0.0
 
 
-def rank1(task: object, h0: HarnessSpec, pool: list[HarnessSpec], router: Router) -> str:
-    """Rank-1 inference: the id of the single top harness for `task`, H0 competing with the pool.
-    H0 gets a profile with no entries and its own success rate, so it wins where no sibling's
-    evidence beats it."""
+def rank1_ranking(task: object, h0: HarnessSpec, pool: list[HarnessSpec], router: Router) -> Ranking:
+    """The full ranking behind Rank-1 inference, H0 competing with the pool. H0 gets a profile
+    with no entries and its own success rate, so it wins where no sibling's evidence beats it."""
     candidates = [h0] + [h for h in pool if h.id != h0.id]
     profiles = getattr(router, "profiles", None)
     if profiles is None:
-        return router.rank(task, candidates).top(1)[0]
+        return router.rank(task, candidates)
     rate = _h0_success(router, h0)
     h0_profile = BehaviourProfile(harness_id=h0.id, harness_name=h0.name, success_rate=rate, h0_success_rate=rate,
                                   inducer="h0")
-    return router.rank(task, candidates, profiles={**profiles, h0.id: h0_profile}).top(1)[0]
+    return router.rank(task, candidates, profiles={**profiles, h0.id: h0_profile})
+
+
+def rank1(task: object, h0: HarnessSpec, pool: list[HarnessSpec], router: Router) -> str:
+    """Rank-1 inference: the id of the single top harness for `task` (H0 included)."""
+    return rank1_ranking(task, h0, pool, router).top(1)[0]

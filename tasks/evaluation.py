@@ -20,7 +20,7 @@ from db import store
 from db.engine import session_scope
 from db.ids import stable_id
 from db.models import BenchTask as BenchTaskRow
-from db.models import Evaluation, RolloutGroup, Trajectory
+from db.models import Evaluation, RolloutGroup, RouterDecision, Trajectory
 from harness_pool.spec import load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutSpec, run_rollouts
@@ -49,12 +49,45 @@ def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id:
     with session_scope(get_engine(database_url)) as session:
         store.upsert_run(session, id=run_id, kind="eval", name=cfg.name, config=cfg.model_dump(mode="json"),
                          status="running", prefect_flow_run_id=prefect_flow_run_id)
-        store.upsert_harness(session, id=harness.id, name=harness.name, benchmark=harness.benchmark,
-                             parent_ids=harness.parent_ids, spec=harness.model_dump(mode="json"))
+        for h in [harness, *pool_harnesses(cfg)]:
+            store.upsert_harness(session, id=h.id, name=h.name, benchmark=h.benchmark, parent_ids=h.parent_ids,
+                                 spec=h.model_dump(mode="json"))
         store.upsert_bench_tasks(session, [
             {"id": t.id, "benchmark": t.benchmark, "split": t.split, "index": t.index, "task_type": t.task_type,
              "tier": t.tier, "description": t.description, "record": t.record} for t in tasks])
-    return {"run_id": run_id, "harness_id": harness.id, "bench_task_ids": [t.id for t in tasks]}
+        choices = rank1_choices(session, cfg, run_id, harness, tasks) if cfg.routing == "rank1" else {}
+    return {"run_id": run_id, "harness_id": harness.id, "bench_task_ids": [t.id for t in tasks],
+            "choices": {t.id: choices.get(t.id, harness.id) for t in tasks}}
+
+
+def pool_harnesses(cfg: EvalConfig) -> list:
+    return [load_harness(n, cfg.env.benchmark) for n in cfg.pool]
+
+
+def rank1_choices(session, cfg: EvalConfig, run_id: str, h0, tasks) -> dict[str, str]:
+    """Rank-1 inference: per task the router's single top harness, H0 competing; every choice is
+    stored as a RouterDecision (purpose 'rank1') with each voter's ranking."""
+    from harness_pool.voting import AdaptiveRouter, EmbeddingVoter, StatisticsVoter, rank1_ranking
+    from tasks.routing import load_profiles
+
+    version, profiles = load_profiles(session, cfg.profiles_run, 10**9, first_only=False)
+    if not profiles:
+        raise LookupError(f"run {cfg.profiles_run} has no behaviour profiles: pass a training run id "
+                          "(`hs report training` lists them)")
+    success = {hid: p.success_rate for hid, p in profiles.items()}
+    success[h0.id] = sum(p.h0_success_rate for p in profiles.values()) / len(profiles)
+    voters = [StatisticsVoter() if v == "statistics" else EmbeddingVoter() for v in cfg.router_voters]
+    router = AdaptiveRouter(voters, profiles, success, name="rank1")
+    pool = pool_harnesses(cfg)
+    out = {}
+    for t in tasks:
+        ranking = rank1_ranking(t, h0, pool, router)
+        out[t.id] = ranking.top(1)[0]
+        session.merge(RouterDecision(
+            id=stable_id("decision", run_id, 0, t.id, "rank1"), run_id=run_id, step=0, bench_task_id=t.id,
+            purpose="rank1", router="rank1", profile_version=version, ranking=list(ranking.harness_ids),
+            chosen=[out[t.id]], votes={"voters": dict(ranking.votes), "errors": dict(ranking.errors)}))
+    return out
 
 
 @task(name="rollout-group", cache_policy=(INPUTS - "cfg") + TASK_SOURCE, persist_result=True, retries=1,
@@ -66,9 +99,10 @@ def rollout_group(cfg: EvalConfig, run_id: str, harness_id: str, bench_task_id: 
     Cache key: run id (derived from every config field that changes an outcome), harness
     content id, benchmark task, seed, database and this function's source.
     """
-    harness = load_harness(cfg.harness, cfg.env.benchmark)
-    if harness.id != harness_id:
-        raise RuntimeError(f"harness '{cfg.harness}' changed on disk during run {run_id}; start a new run")
+    by_id = {h.id: h for h in [load_harness(cfg.harness, cfg.env.benchmark), *pool_harnesses(cfg)]}
+    harness = by_id.get(harness_id)
+    if harness is None:
+        raise RuntimeError(f"harness {harness_id[:12]} changed on disk during run {run_id}; start a new run")
     the_task = bench_task(cfg.env, bench_task_id)
     policy = get_policy(cfg.policy)
     s = cfg.sampling
@@ -95,6 +129,19 @@ def _group_seed(seed: int, bench_task_id: str) -> int:
     return int(stable_id(seed, bench_task_id)[:8], 16)
 
 
+def rank1_share(session, run_id: str) -> dict[str, float]:
+    """Share of tasks each harness was Rank-1 for (RQ5: how often H0 itself wins), by name."""
+    from db.models import Harness
+
+    chosen = session.scalars(select(RouterDecision.chosen).where(RouterDecision.run_id == run_id,
+                                                                 RouterDecision.purpose == "rank1")).all()
+    names = dict(session.execute(select(Harness.id, Harness.name)).all())
+    counts: dict[str, int] = {}
+    for c in chosen:
+        counts[names.get(c[0], c[0])] = counts.get(names.get(c[0], c[0]), 0) + 1
+    return {name: n / max(len(chosen), 1) for name, n in sorted(counts.items())}
+
+
 @task(name="score-evaluation")
 def score_evaluation(cfg: EvalConfig, run_id: str, harness_id: str, database_url: str | None) -> dict:
     """Pass@k / Avg@k (mean, std over seeds; overall and per task type) from the stored trajectories."""
@@ -106,9 +153,11 @@ def score_evaluation(cfg: EvalConfig, run_id: str, harness_id: str, database_url
             .where(RolloutGroup.run_id == run_id, RolloutGroup.role == "eval")).all()
         outcomes = [{"seed": r[0], "bench_task_id": r[1], "task_type": r[2], "success": r[3]} for r in rows]
         metrics = summarise(outcomes)
+        if cfg.routing == "rank1":
+            metrics["rank1_share"] = rank1_share(session, run_id)
         evaluation = Evaluation(
-            id=stable_id("evaluation", run_id, harness_id, "h0"), run_id=run_id, benchmark=cfg.env.benchmark,
-            split=cfg.split, harness_id=harness_id, routing="h0", k=cfg.k, n_seeds=cfg.seeds,
+            id=stable_id("evaluation", run_id, harness_id, cfg.routing), run_id=run_id, benchmark=cfg.env.benchmark,
+            split=cfg.split, harness_id=harness_id, routing=cfg.routing, k=cfg.k, n_seeds=cfg.seeds,
             n_bench_tasks=metrics["overall"]["n_tasks"], metrics=metrics)
         store.record_evaluation(session, evaluation)
         store.finish_run(session, run_id, "completed")

@@ -106,3 +106,43 @@ def test_profiles_show_prints_entries_and_a_clear_error_for_an_unknown_harness(t
     assert out.exit_code == 0 and "profile of schema_rows" in out.output and "UPDATE" in out.output
     bad = CliRunner().invoke(app, ["profiles", "show", "nope", "--database-url", url])
     assert bad.exit_code == 2 and "no behaviour profile for 'nope'" in bad.output
+
+
+def test_rank1_evaluation_routes_each_task_and_stores_its_choice(tmp_path, data_dir):
+    from configs.schema import EvalConfig
+    from tasks.evaluation import rank1_share, register_run
+
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    with session_scope(get_engine(url)) as s:
+        store.upsert_run(s, id="train-run", kind="train", name="t", status="running", config={})
+        # schema_rows beats H0 on UPDATE tasks and loses on counting ones; lenient_answer ties H0 everywhere
+        paired = [PairedRecord(bench_task_id=tid, task_type=tt, tier="easy", text="x", harness_id=h.id, successes=[ok])
+                  for tid, tt, outcome in (("u1", "UPDATE", (False, True)), ("u2", "UPDATE", (False, True)),
+                                           ("c1", "counting", (True, False)), ("c2", "counting", (True, False)))
+                  for h, ok in ((H0, outcome[0]), (ROWS, outcome[1]), (LENIENT, outcome[0]))]
+        store_profiles(s, cfg("adaptive"), "train-run", 0, H0, [ROWS, LENIENT], paired)
+    ecfg = EvalConfig(split="dev", routing="rank1", pool=["schema_rows", "lenient_answer"], profiles_run="train-run",
+                      router_voters=["statistics"], limit=60)
+    run = register_run.fn(ecfg, url, None)
+    with session_scope(get_engine(url)) as s:
+        decisions = {d.bench_task_id: d for d in s.scalars(select(RouterDecision)).all()}
+        types = {t.id: t.task_type for t in __import__("tasks.resources", fromlist=["x"]).bench_tasks(ecfg.env, "dev")}
+        assert len(decisions) == len(run["bench_task_ids"]) == 60
+        for task_id, choice in run["choices"].items():
+            assert decisions[task_id].chosen == [choice] and decisions[task_id].purpose == "rank1"
+            if types[task_id] == "UPDATE":
+                assert choice == ROWS.id  # its evidence beats H0 there
+            elif types[task_id] == "counting":
+                assert choice == H0.id  # its evidence says avoid; H0 wins the tie with lenient_answer by id
+        share = rank1_share(s, run["run_id"])
+    n_count = sum(types[t] == "counting" for t in run["bench_task_ids"])
+    assert share["h0"] >= n_count / 60 > 0 and share["schema_rows"] > 0
+
+
+def test_rank1_without_pool_or_profiles_is_a_config_error():
+    import pytest
+
+    from configs.schema import EvalConfig
+
+    with pytest.raises(ValueError, match="routing rank1 needs pool"):
+        EvalConfig(routing="rank1")
