@@ -167,11 +167,12 @@ def _preflight(cfg, database_url: str | None) -> None:
     """Fail fast, before Prefect starts, on a broken harness, missing data or unreachable database."""
     from db.engine import check_database, database_url as default_url
     from envs.dbbench.data import load_split
+    from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
 
-    for name in [cfg.harness, *cfg.pool]:
-        load_harness(name, cfg.env.benchmark)
+    load_harness(cfg.harness, cfg.env.benchmark)
+    resolve_pool(cfg.pool, cfg.env.benchmark)
     load_split(cfg.split, data_dir=cfg.env.data_dir, limit=1)
     check_database(database_url or default_url())
     if cfg.policy.backend == "transformers":
@@ -272,12 +273,14 @@ def _train_preflight(cfg, database_url: str | None) -> None:
     """Fail fast on a broken harness or pool, missing data, database or starting checkpoint."""
     from db.engine import check_database, database_url as default_url
     from envs.dbbench.data import load_split
+    from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
     from tasks.training import init_checkpoint, warm_start_config
 
-    for name in {cfg.harness, *cfg.pool, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}:
+    for name in {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}:
         load_harness(name, cfg.env.benchmark)
+    resolve_pool(cfg.pool, cfg.env.benchmark)
     load_split("train", data_dir=cfg.env.data_dir, limit=1)
     check_database(database_url or default_url())
     if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use

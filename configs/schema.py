@@ -83,7 +83,8 @@ class EvalConfig(_Frozen):
     routing: Literal["h0", "rank1"] = Field(
         default="h0", description="h0: every task under `harness`; rank1: every task under the single harness the "
         "router ranks first (H0 competing), at the same rollout count.")
-    pool: list[str] = Field(default_factory=list, description="rank1: the sibling harnesses (names or YAML paths).")
+    pool: list[str] = Field(default_factory=list, description="rank1: the sibling harnesses (names, YAML paths or "
+                            "'pool:VERSION').")
     profiles_run: str | None = Field(
         default=None, description="rank1: the training run whose newest behaviour profiles the router reads.")
     router_voters: list[Literal["statistics", "embedding"]] = Field(
@@ -237,7 +238,8 @@ class TrainConfig(_Frozen):
     pool: list[str] = Field(
         default_factory=lambda: ["schema_rows", "format_reminder", "inspect_first", "query_before_answer",
                                  "lenient_answer"],
-        description="Auxiliary (sibling) harnesses the router may choose from; frozen for the run.")
+        description="Auxiliary (sibling) harnesses the router may choose from, frozen for the run: names, YAML "
+        "paths, or 'pool:VERSION' for every sibling of a frozen pool (hs pool list).")
     mixture: list[str] = Field(
         default_factory=lambda: ["h0", "schema_rows", "format_reminder", "inspect_first"],
         description="Harnesses of the fixed_mixture mode, used round robin within every group.")

@@ -282,3 +282,17 @@ def _dvc_add(root: Path, pool_dir: Path) -> None:
     except Exception as exc:  # DVC raises many exception types; all mean "not versioned"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise HarnessError(f"dvc add {pool_dir.name} failed: {first}") from None
+
+
+def resolve_pool(entries: list[str], benchmark: str = "dbbench", root: Path = DEFAULT_ROOT) -> list[HarnessSpec]:
+    """Harnesses named by a config's pool list: built-in names, YAML paths, or `pool:VERSION` for
+    every sibling of a frozen pool version (H0 excluded), in the listed order, duplicates once."""
+    out: dict[str, HarnessSpec] = {}
+    for entry in entries:
+        if entry.startswith("pool:"):
+            _, _, siblings = load_pool(entry[len("pool:"):], benchmark, root)
+            out.update({s.id: s for s in siblings})
+        else:
+            spec = load_harness(entry, benchmark)
+            out[spec.id] = spec
+    return list(out.values())

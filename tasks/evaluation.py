@@ -61,7 +61,9 @@ def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id:
 
 
 def pool_harnesses(cfg: EvalConfig) -> list:
-    return [load_harness(n, cfg.env.benchmark) for n in cfg.pool]
+    from harness_pool.pool_store import resolve_pool
+
+    return resolve_pool(cfg.pool, cfg.env.benchmark)
 
 
 def rank1_choices(session, cfg: EvalConfig, run_id: str, h0, tasks) -> dict[str, str]:

@@ -32,6 +32,7 @@ from db import store
 from db.engine import session_scope
 from db.ids import stable_id
 from db.models import Checkpoint, Evaluation, RolloutGroup, TrainStep, Trajectory
+from harness_pool.pool_store import resolve_pool
 from harness_pool.spec import HarnessSpec, load_harness
 from rl.checkpoints import checkpoint_path, save_checkpoint
 from rl.data_parallel import launched_world
@@ -108,7 +109,7 @@ def batch_for_step(task_ids: list[str], seed: int, batch: int, step: int) -> lis
 
 def harness_sets(cfg: TrainConfig) -> tuple[HarnessSpec, list[HarnessSpec], list[HarnessSpec]]:
     bench = cfg.env.benchmark
-    return (load_harness(cfg.harness, bench), [load_harness(n, bench) for n in cfg.pool],
+    return (load_harness(cfg.harness, bench), resolve_pool(cfg.pool, bench),
             [load_harness(n, bench) for n in cfg.mixture])
 
 

@@ -197,3 +197,14 @@ def test_version_with_dvc_refuses_bad_tags_and_foreign_tags(seed, git_repo):
         version_with_dvc(manifest.directory, "taken")
     shutil.rmtree(git_repo / ".git")  # .dvc/ without git: nothing to version into
     assert version_with_dvc(manifest.directory, "pool-dbbench-v1") is None
+
+
+def test_resolve_pool_expands_a_frozen_version_and_keeps_names(tmp_path):
+    from harness_pool.pool_store import resolve_pool
+
+    h0 = load_harness("h0")
+    freeze_pool(h0, [load_harness("schema_rows"), load_harness("lenient_answer")], "dbbench", "p9", tmp_path)
+    specs = resolve_pool(["inspect_first", "pool:p9", "schema_rows"], "dbbench", tmp_path)
+    assert [s.name for s in specs] == ["inspect_first", "schema_rows", "lenient_answer"]  # H0 left out, no repeats
+    with pytest.raises(HarnessError, match="p8"):
+        resolve_pool(["pool:p8"], "dbbench", tmp_path)
