@@ -15,8 +15,8 @@ in the database and, when the repo has DVC initialised, dvc-added and git-tagged
 Departures from the paper: at CPU scale the policy is SmolLM2-135M after the supervised warm
 start, the editor defaults to offline operators (an LLM editor is one config flag away), a
 round with no valid child keeps its parents (the offline editor then tries other operator
-variants), controls are the parent's most reliably solved tasks, and one control may flip
-(max_broken 1) because k is small.
+variants), controls are the tasks the parent solved in every diagnosis rollout, and one
+control may flip (max_broken 1) because k is small.
 
 Run: hs evolve --config configs/evolve_dbbench_smol.yaml
 """

@@ -164,12 +164,14 @@ def propose_children(cfg: EvolveConfig, run_id: str, round: int, parent: dict, d
 
 
 def _robust_first(diagnosis: dict, seed: str) -> list[str]:
-    """Tasks the parent solved, the most reliably solved first (seeded order among equals), so
-    controls are tasks whose loss would mean breakage rather than sampling noise."""
+    """Control candidates: the tasks the parent solved in every diagnosis rollout (seeded order),
+    so a lost control means breakage rather than sampling noise; when it solved none that
+    reliably, the tasks it solved at all, the most reliably solved first."""
     solved = sorted(t for t, r in diagnosis["tasks"].items() if any(r["successes"]))
     random.Random(seed).shuffle(solved)
     rate = {t: sum(r["successes"]) / len(r["successes"]) for t, r in diagnosis["tasks"].items()}
-    return sorted(solved, key=lambda t: -rate[t])
+    robust = [t for t in solved if rate[t] == 1.0]
+    return robust or sorted(solved, key=lambda t: -rate[t])
 
 
 def _family(causes: list[str]) -> str:
