@@ -128,8 +128,10 @@ def _clusters(run: dict, min_support: int):
       task_run_name="edit-r{round}-{parent[name]}")
 def propose_children(cfg: EvolveConfig, run_id: str, round: int, parent: dict, diagnosis: dict,
                      known_ids: list[str], database_url: str | None) -> list[dict]:
-    """The editor's candidates for one parent, each with its validation tasks (targeted failures
-    + solved controls). Rejected patches are recorded with the reason."""
+    """The editor's candidates for one parent, each with its validation tasks: the targeted
+    failures plus controls (tasks the parent solved in every diagnosis rollout, see
+    _robust_first). Rejected patches are recorded with the reason. (Prefect's cache key covers
+    this function's source only: change this docstring when a helper's rule changes.)"""
     spec = HarnessSpec.model_validate(parent)
     groups = target_groups(_clusters(diagnosis, cfg.diagnose.min_support))
     solved = _robust_first(diagnosis, f"{cfg.seed}-{spec.id}")
