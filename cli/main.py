@@ -389,9 +389,11 @@ def pool_report_cmd(
     vs H0 at equal rollouts) and pairwise repair overlap, measured by running the pool."""
     from configs.schema import PoolReportConfig, load_config
     from db.engine import check_database, database_url as default_url
+    from harness_pool.pool_store import load_pool
 
     overrides = {"version": version, "warm_start": warm_start, "policy.model": model, "n_tasks": n_tasks, "k": k}
     cfg = load_config(PoolReportConfig, None, overrides, set_)
+    load_pool(cfg.version, cfg.env.benchmark, Path(cfg.pool_root))  # an unknown version fails here, in one line
     check_database(database_url or default_url())
     from flows.pool_report import pool_report
 

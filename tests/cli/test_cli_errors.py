@@ -102,3 +102,14 @@ def test_harness_check_accepts_a_good_file_and_names_the_offending_construct(tmp
                      "    at: before_action\n    name: loop\n    source: \"def hook(ctx, nb):\\n    while 1:\\n        pass\"\n")
     assert "'While' is not allowed" in _one_line_error(runner.invoke(app, ["harness", "check", str(patch)]))
     assert "no such file" in _one_line_error(runner.invoke(app, ["harness", "check", str(tmp_path / "nope.yaml")]))
+
+
+def test_pool_report_and_evolve_fail_fast_on_bad_input(tmp_path):
+    text = _one_line_error(runner.invoke(app, ["pool", "report", "no-such-version"]))
+    assert "no-such-version" in text
+    bad = tmp_path / "evolve.yaml"
+    bad.write_text("rounds: 0\n")
+    text = _one_line_error(runner.invoke(app, ["evolve", "--config", str(bad)]))
+    assert "'rounds'" in text and "greater than or equal to 1" in text
+    text = _one_line_error(runner.invoke(app, ["evolve", "--set", "editor.kind=openai"]))
+    assert "editor.model" in text
