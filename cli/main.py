@@ -17,7 +17,6 @@ for _key, _value in {
 }.items():
     os.environ.setdefault(_key, _value)
 
-import functools  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Annotated, Optional  # noqa: E402
@@ -26,6 +25,7 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from cli import views  # noqa: E402
+from cli.errors import user_errors  # noqa: E402
 from cli.pool import pool_app  # noqa: E402
 
 app = typer.Typer(help="harness-s: learning from sibling harnesses.", no_args_is_help=True,
@@ -46,26 +46,6 @@ app.add_typer(harness_app, name="harness")
 app.add_typer(pool_app, name="pool")
 app.add_typer(profiles_app, name="profiles")
 console = Console()
-
-
-def user_errors(fn):
-    """Turn the platform's known user-facing errors into one line and exit status 2."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from configs.schema import ConfigError
-        from db.engine import DatabaseError
-        from envs.base import DataError
-        from harness_pool.spec import HarnessError
-        from rl.policy import PolicyError
-
-        try:
-            return fn(*args, **kwargs)
-        except (ConfigError, DataError, DatabaseError, HarnessError, PolicyError, LookupError) as exc:
-            Console(stderr=True).print(f"[red]error:[/red] {exc}", markup=True, highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
 
 
 def _benchmark(name: str) -> str:
@@ -451,6 +431,12 @@ def harness_check(path: Path = typer.Argument(..., help="Harness YAML, or a patc
     else:
         spec = load_harness(path)
     views.print_harness_summary(console, spec)
+
+
+from cli.pipeline import quickstart_cmd, run_cmd  # noqa: E402
+
+app.command("run")(run_cmd)
+app.command("quickstart")(quickstart_cmd)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -116,6 +116,7 @@ class Run(Base):
     prefect_flow_run_id: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None]
+    results: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON, default=None)
 
     groups: Mapped[list[RolloutGroup]] = relationship(
         back_populates="run", cascade="all, delete-orphan", passive_deletes=True

@@ -1,0 +1,89 @@
+"""`hs run` and `hs quickstart`: the whole method as one Prefect pipeline (flows/harness_s.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cli.errors import user_errors
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
+DatabaseUrl = Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")]
+Sets = Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value (e.g. train.updates=5)")]
+
+
+@user_errors
+def run_cmd(config: Path = typer.Argument(..., help="Pipeline YAML (configs/pipeline_dbbench_smol.yaml)"),
+            database_url: DatabaseUrl = None, set_: Sets = None):
+    """Evolve (or reuse) a pool, train with harness rescue, evaluate under H0 / Rank-1 / outside
+    harnesses; starting the same command again skips every finished phase and task."""
+    run_pipeline(config, database_url, set_)
+
+
+@user_errors
+def quickstart_cmd(database_url: DatabaseUrl = None, set_: Sets = None):
+    """The whole method at tiny budgets on CPU with embedded defaults (configs/quickstart.yaml)."""
+    run_pipeline(QUICKSTART, database_url, set_)
+
+
+def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -> dict:
+    from configs.pipeline import PipelineConfig
+    from configs.schema import load_config
+
+    cfg = load_config(PipelineConfig, path, None, sets)
+    preflight(cfg, database_url)
+    from flows.harness_s import harness_s
+
+    console = Console()
+    try:
+        result = harness_s(cfg, database_url=database_url)
+    except Exception as exc:  # Prefect has logged the traceback; every finished phase and task persists
+        Console(stderr=True).print(f"[red]error:[/red] pipeline failed: {exc}; start the same command again "
+                                   "(or `hs rerun FLOW_RUN_ID`) to resume", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    print_results(console, cfg.name, result)
+    return result
+
+
+def preflight(cfg, database_url: str | None) -> None:
+    """Fail in one line, before Prefect starts: database, pool version, harnesses, dev data."""
+    from db.engine import check_database, database_url as default_url
+    from envs.dbbench.data import load_split
+    from harness_pool.pool_store import load_pool, resolve_pool
+    from harness_pool.spec import load_harness
+
+    check_database(database_url or default_url())
+    if cfg.pool_version:
+        load_pool(cfg.pool_version, cfg.train.env.benchmark)
+    elif cfg.evolve is None:
+        resolve_pool(cfg.train.pool, cfg.train.env.benchmark)
+    for harness in [cfg.train.harness, *cfg.evaluate.outside]:
+        load_harness(harness, cfg.train.env.benchmark)
+    load_split(cfg.evaluate.split, data_dir=cfg.train.env.data_dir, limit=1)
+
+
+def print_results(console: Console, name: str, result: dict) -> None:
+    k = result["k"]
+    table = Table(title=f"{name}: policy {result['checkpoint']} · pool {result['pool_version'] or '(config)'}")
+    for col in ("evaluation", "harness", "tasks", f"Pass@{k} (%)", f"Avg@{k} (%)"):
+        table.add_column(col, justify="left" if col in ("evaluation", "harness") else "right")
+    for label, e in result["evaluations"].items():
+        table.add_row(label, "rank-1 router" if label == "rank1" else str(e["harness"]), str(e["n_tasks"]),
+                      _pm(e["pass"]), _pm(e["avg"]))
+    console.print(table)
+    t = result["training"]
+    rescue = "-" if t["rescue_success"] is None else f"{t['rescue_success']:.2f}"
+    console.print(f"training run {result['train_run_id']}: {t['updates']} updates · valid-group ratio "
+                  f"{t['valid_group_ratio']:.3f} · effective-token ratio {t['effective_token_ratio']:.3f} · "
+                  f"rescues {t['rescues_triggered']:.0f}, success {rescue} · rollouts {t['rollouts_spent']:.0f}",
+                  highlight=False, soft_wrap=True)
+    console.print("H0 validation success by re-anchor step: "
+                  + ", ".join(f"{s}: {v:.2f}" for s, v in t["h0_validation"].items()), highlight=False, soft_wrap=True)
+
+
+def _pm(block: dict) -> str:
+    return f"{block['mean']:.2f} ± {block['std']:.2f}"

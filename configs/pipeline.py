@@ -1,0 +1,84 @@
+"""The whole method's config (Algorithm 1 end to end): evolve or reuse a pool, train, evaluate.
+
+A sub-config (evolve, train) is written inline or as `{from: configs/x.yaml, field: value}`:
+the file is read and the inline fields override it, so an experiment reuses the phase configs
+and changes only what differs. `--set train.updates=3` works the same on either form.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, model_validator
+
+from configs.schema import CONFIG_DIR, ConfigError, EvolveConfig, TrainConfig, _Frozen
+
+FROM_KEY = "from"
+
+
+class PipelineEvalConfig(_Frozen):
+    split: Literal["dev", "standard"] = Field(default="dev", description="dev = validation, standard = test.")
+    k: int = Field(default=3, ge=1, le=64, description="Rollouts per task and seed (Pass@k / Avg@k).")
+    seeds: int = Field(default=3, ge=1, le=20, description="Independent evaluation runs (paper: 3).")
+    limit: int | None = Field(default=None, ge=1, description="Only the first N tasks (after `every`); None = all.")
+    every: int = Field(default=1, ge=1, description="Every Nth task of the split: a deterministic subsample.")
+    before: bool = Field(default=True, description="Also evaluate the starting checkpoint under H0 (the 'before' row).")
+    rank1: bool = Field(default=True, description="Also evaluate the trained policy with Rank-1 routing over the pool.")
+    outside: list[str] = Field(
+        default_factory=list,
+        description="Harnesses outside the pool (names or YAML paths) to evaluate the trained policy under (RQ6).")
+    group_concurrency: int = Field(default=8, ge=1, le=64, description="Rollout groups in flight per evaluation.")
+
+
+class PipelineConfig(_Frozen):
+    name: str = Field(default="harness-s", description="Pipeline name; every phase's run name starts with it.")
+    evolve: EvolveConfig | None = Field(
+        default=None, description="Evolve a new pool first (its pool.version is then trained on); None = reuse "
+        "pool_version.")
+    pool_version: str | None = Field(
+        default=None, description="Reuse this frozen pool version (hs pool list) instead of evolving one.")
+    train: TrainConfig = Field(description="The training phase; its pool is replaced by the pool of this pipeline.")
+    evaluate: PipelineEvalConfig = Field(default_factory=PipelineEvalConfig, description="The evaluation phase.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_from(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = {**data, **{key: expand_from(data[key], key) for key in ("evolve", "train") if key in data}}
+        return data
+
+    @model_validator(mode="after")
+    def _one_pool_source(self) -> PipelineConfig:
+        if self.evolve is not None and self.pool_version is not None:
+            raise ValueError("set either evolve (a new pool) or pool_version (reuse a frozen pool), not both")
+        if self.evolve is not None and not self.evolve.pool.version:
+            raise ValueError("evolve.pool.version must name the pool the pipeline trains on (e.g. v2)")
+        return self
+
+    def pool_name(self) -> str | None:
+        return self.evolve.pool.version if self.evolve is not None else self.pool_version
+
+
+def expand_from(section: Any, key: str) -> Any:
+    """`{from: path, ...inline}` -> the file's mapping updated (deeply) by the inline fields."""
+    if not isinstance(section, dict) or FROM_KEY not in section:
+        return section
+    inline = {k: v for k, v in section.items() if k != FROM_KEY}
+    path = Path(section[FROM_KEY])
+    if not path.exists() and (CONFIG_DIR.parent / path).exists():
+        path = CONFIG_DIR.parent / path
+    if not path.exists():
+        raise ConfigError(f"{key}.from: config file {section[FROM_KEY]} not found; give a path under configs/")
+    base = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(base, dict):
+        raise ConfigError(f"{key}.from: {path} does not hold a mapping of config fields")
+    return deep_merge(base, inline)
+
+
+def deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out

@@ -1,0 +1,106 @@
+"""Prefect tasks and helpers of the end-to-end pipeline: training data, phase configs, results.
+
+The pipeline calls the phase flows (evolve, train, evaluate) as subflows; this module turns
+the one PipelineConfig into each phase's config and the phases' results into one table.
+"""
+
+from __future__ import annotations
+
+from prefect import task
+
+from analysis.training import summarise_training
+from configs.pipeline import PipelineConfig
+from configs.schema import EnvConfig, EvalConfig, PolicyConfig, TrainConfig
+from db import store
+from db.engine import session_scope
+from db.ids import stable_id
+from tasks.resources import get_engine
+from tasks.training import init_checkpoint
+
+TRAIN_SPLIT_SEED, TRAIN_SPLIT_SIZE = 0, 400
+
+
+@task(name="training-data")
+def ensure_training_split(env: EnvConfig) -> str:
+    """The generated training split (seed 0, 400 tasks, all tiers), built when it is missing."""
+    from envs.dbbench.data import DataError, resolve_generated_dir, split_path
+    from envs.dbbench.train_split import build_train_split
+
+    try:
+        return str(split_path("train", data_dir=env.data_dir))
+    except DataError:
+        target = resolve_generated_dir(None) / env.benchmark / "train.jsonl"
+        build_train_split(target, seed=TRAIN_SPLIT_SEED, n_tasks=TRAIN_SPLIT_SIZE, data_dir=env.data_dir)
+        return str(target)
+
+
+def pipeline_run_id(cfg: PipelineConfig) -> str:
+    return f"{cfg.name}-{stable_id('pipeline', cfg.model_dump_json())[:12]}"
+
+
+def training_config(cfg: PipelineConfig, pool_version: str | None) -> TrainConfig:
+    """The train phase as configured, named after the pipeline, on the pipeline's pool."""
+    update: dict = {"name": f"{cfg.name}-train"}
+    if pool_version is not None:
+        update["pool"] = [f"pool:{pool_version}"]
+    return TrainConfig.model_validate({**cfg.train.model_dump(), **update})
+
+
+def evaluation_configs(cfg: PipelineConfig, train_cfg: TrainConfig, train_run_id: str,
+                       trained_checkpoint: str) -> dict[str, EvalConfig]:
+    """label -> evaluation: before (start weights, H0), after (H0), rank1 (after), outside harnesses (after).
+
+    Every evaluation uses the training phase's sampling and environment, so the numbers are
+    comparable with what the policy saw while it learned."""
+    ev = cfg.evaluate
+    common = {"split": ev.split, "k": ev.k, "seeds": ev.seeds, "limit": ev.limit, "every": ev.every,
+              "group_concurrency": ev.group_concurrency, "sampling": train_cfg.sampling.model_dump(),
+              "env": train_cfg.env.model_dump(), "results_dir": train_cfg.results_dir}
+
+    def one(label: str, checkpoint: str, **extra) -> EvalConfig:
+        return EvalConfig.model_validate({**common, "name": f"{cfg.name}-{label}", "checkpoint": checkpoint,
+                                          "policy": PolicyConfig(model=checkpoint, device=_device(train_cfg)).model_dump(),
+                                          "harness": train_cfg.harness, **extra})
+
+    out: dict[str, EvalConfig] = {}
+    if ev.before:
+        out["before"] = one("before", init_checkpoint(train_cfg))
+    out["after"] = one("after", trained_checkpoint)
+    if ev.rank1 and train_cfg.pool:
+        out["rank1"] = one("rank1", trained_checkpoint, routing="rank1", pool=list(train_cfg.pool),
+                           profiles_run=train_run_id)
+    for harness in ev.outside:
+        out[f"outside-{_label(harness)}"] = one(f"outside-{_label(harness)}", trained_checkpoint, harness=harness)
+    return out
+
+
+def _device(train_cfg: TrainConfig) -> str:
+    return train_cfg.trainer.device if train_cfg.trainer.device.startswith("cuda") else "cpu"
+
+
+def _label(harness: str) -> str:
+    return harness.rsplit("/", 1)[-1].removesuffix(".yaml")
+
+
+@task(name="pipeline-results")
+def record_results(cfg: PipelineConfig, pool_version: str | None, train_run_id: str, checkpoint: str,
+                   evaluations: dict[str, dict], database_url: str | None, prefect_flow_run_id: str | None) -> dict:
+    """One results document: each evaluation's Pass@k / Avg@k and the training signals; stored
+    as the pipeline's run row (kind 'pipeline') so `hs report` and SQL can find it."""
+    with session_scope(get_engine(database_url)) as session:
+        training = summarise_training(*store.training_history(session, train_run_id))
+        results = {
+            "pool_version": pool_version, "train_run_id": train_run_id, "checkpoint": checkpoint,
+            "k": cfg.evaluate.k, "seeds": cfg.evaluate.seeds,
+            "evaluations": {label: {"run_id": e["run_id"], "harness": e.get("harness"), "pass": e["overall"]["pass"],
+                                    "avg": e["overall"]["avg"], "n_tasks": e["overall"]["n_tasks"]}
+                            for label, e in evaluations.items()},
+            "training": {key: training[key] for key in ("updates", "valid_group_ratio", "effective_token_ratio",
+                                                        "rescues_triggered", "rescue_success", "rollouts_spent",
+                                                        "h0_validation")},
+        }
+        results["training"]["h0_validation"] = {str(k): v for k, v in results["training"]["h0_validation"].items()}
+        store.upsert_run(session, id=pipeline_run_id(cfg), kind="pipeline", name=cfg.name,
+                         config=cfg.model_dump(mode="json"), status="completed",
+                         prefect_flow_run_id=prefect_flow_run_id, results=results)
+    return results

@@ -1,0 +1,81 @@
+"""The end-to-end pipeline (flows/harness_s.py) with the real SmolLM2 on a tiny budget: reuse a
+frozen pool, train, evaluate before/after/Rank-1; a second call skips all finished work."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from configs.pipeline import PipelineConfig
+from configs.schema import ConfigError, load_config
+from db.engine import make_engine, session_scope
+from db.models import Evaluation, RouterDecision, Run, Trajectory
+from harness_pool.pool_store import load_pool
+
+
+def tiny_pipeline(tmp_path, **changes) -> PipelineConfig:
+    data = {
+        "name": "pipe",
+        "pool_version": "v1",
+        "train": {"from": "configs/train_dbbench_smol.yaml", "warm_start": None, "init": "smollm2-135m",
+                  "updates": 1, "batch_tasks": 1, "k": 2, "reanchor_every": 10, "checkpoint_every": 10,
+                  "tiers": ["easy"], "validation": {"split": "train", "n_tasks": 1, "k": 1},
+                  "sampling": {"max_new_tokens": 12}, "env": {"max_rounds": 1}, "wandb": "disabled",
+                  "router": {"kind": "adaptive", "voters": ["statistics"]},
+                  "state_dir": str(tmp_path / "runs"), "results_dir": str(tmp_path / "results")},
+        "evaluate": {"split": "dev", "limit": 2, "k": 1, "seeds": 1, "group_concurrency": 2},
+    }
+    data.update(changes)
+    return PipelineConfig.model_validate(data)
+
+
+def test_from_merges_the_phase_file_under_inline_fields_and_set_reaches_it(tmp_path):
+    cfg = load_config(PipelineConfig, "configs/quickstart.yaml", sets=["train.updates=5", "train.trainer.lr=0.5"])
+    assert cfg.train.updates == 5 and cfg.train.trainer.lr == 0.5
+    assert cfg.train.k == 4  # inline in quickstart.yaml, over the file's 8
+    assert cfg.train.sampling.max_new_tokens == 96 and cfg.train.trainer.micro_batch == 2  # from the file
+    assert cfg.pool_name() == "v1"
+
+
+def test_pipeline_config_errors_are_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="either evolve .* or pool_version"):
+        load_config(PipelineConfig, "configs/pipeline_dbbench_smol.yaml", sets=["pool_version=v1"])
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(PipelineConfig, "configs/quickstart.yaml", sets=["train.from=configs/missing.yaml"])
+
+
+@pytest.mark.slow
+def test_pipeline_trains_on_the_frozen_pool_and_evaluates_before_after_and_rank1(
+        tmp_path, train_dir, prefect_api, monkeypatch):
+    from flows.harness_s import harness_s
+    from tasks.pipeline import pipeline_run_id
+
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = tiny_pipeline(tmp_path)
+    result = harness_s(cfg, database_url=url)
+
+    assert list(result["evaluations"]) == ["before", "after", "rank1"]
+    assert result["checkpoint"] == f"{result['train_run_id']}-u1"
+    assert result["training"]["updates"] == 1
+    _, h0, siblings = load_pool("v1")
+    with session_scope(make_engine(url)) as s:
+        train_run = s.get(Run, result["train_run_id"])
+        assert train_run.config["pool"] == ["pool:v1"] and train_run.status == "completed"
+        models = {label: s.get(Run, e["run_id"]).config["policy"]["model"] for label, e in result["evaluations"].items()}
+        assert models == {"before": "smollm2-135m", "after": result["checkpoint"], "rank1": result["checkpoint"]}
+        rank1_run = result["evaluations"]["rank1"]["run_id"]
+        decisions = s.scalars(select(RouterDecision).where(RouterDecision.run_id == rank1_run)).all()
+        assert len(decisions) == 2 and {d.purpose for d in decisions} == {"rank1"}
+        assert {d.chosen[0] for d in decisions} <= {s_.id for s_ in siblings} | {h0.id}
+        reanchored = {e.harness_id for e in s.scalars(select(Evaluation).where(Evaluation.run_id == train_run.id))}
+        assert {s_.id for s_ in siblings} <= reanchored  # every pool sibling validated at the re-anchors
+        row = s.get(Run, pipeline_run_id(cfg))
+        assert row.kind == "pipeline" and row.results["train_run_id"] == result["train_run_id"]
+        assert row.results["evaluations"]["after"]["avg"] == result["evaluations"]["after"]["avg"]
+        n_traj = s.scalar(select(func.count()).select_from(Trajectory))
+
+    again = harness_s(cfg, database_url=url)  # everything finished: nothing runs twice, no row duplicated
+    assert again["evaluations"] == result["evaluations"]
+    with session_scope(make_engine(url)) as s:
+        assert s.scalar(select(func.count()).select_from(Trajectory)) == n_traj
