@@ -71,6 +71,8 @@ class EvalConfig(_Frozen):
         "type mix of files sorted by type, such as standard.")
     tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
         default=None, description="With split 'train': only tasks of these difficulty tiers; None = all.")
+    task_ids: list[str] | None = Field(
+        default=None, description="Only these benchmark tasks of the split (e.g. dbbench/dev/0007); None = all.")
     checkpoint: str = Field(default="base", description="Label of the policy weights, recorded with every trajectory.")
     group_concurrency: int = Field(
         default=1, ge=1, le=64, description="Rollout groups run at once by the Prefect task runner.")

@@ -24,6 +24,7 @@ from db.models import Evaluation, RolloutGroup, RouterDecision, Trajectory
 from harness_pool.spec import load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutSpec, run_rollouts
+from tasks import faults
 from tasks.records import build_group
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
 
@@ -45,6 +46,13 @@ def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id:
     """Record the run, the harness and the benchmark tasks; returns the ids the flow needs."""
     harness = load_harness(cfg.harness, cfg.env.benchmark)
     tasks = bench_tasks(cfg.env, cfg.split, cfg.limit, cfg.tiers, cfg.every)
+    if cfg.task_ids is not None:
+        wanted = set(cfg.task_ids)
+        tasks = [t for t in bench_tasks(cfg.env, cfg.split) if t.id in wanted]
+        missing = sorted(wanted - {t.id for t in tasks})
+        if missing:
+            raise LookupError(f"benchmark tasks {missing} are not in split {cfg.split}: ids look like "
+                              f"{cfg.env.benchmark}/{cfg.split}/0007")
     run_id = run_id_for(cfg)
     with session_scope(get_engine(database_url)) as session:
         store.upsert_run(session, id=run_id, kind="eval", name=cfg.name, config=cfg.model_dump(mode="json"),
@@ -101,6 +109,7 @@ def rollout_group(cfg: EvalConfig, run_id: str, harness_id: str, bench_task_id: 
     Cache key: run id (derived from every config field that changes an outcome), harness
     content id, benchmark task, seed, database and this function's source.
     """
+    faults.guard(f"{bench_task_id}:seed{seed}")
     by_id = {h.id: h for h in [load_harness(cfg.harness, cfg.env.benchmark), *pool_harnesses(cfg)]}
     harness = by_id.get(harness_id)
     if harness is None:

@@ -113,3 +113,19 @@ def test_pool_report_and_evolve_fail_fast_on_bad_input(tmp_path):
     assert "'rounds'" in text and "greater than or equal to 1" in text
     text = _one_line_error(runner.invoke(app, ["evolve", "--set", "editor.kind=openai"]))
     assert "editor.model" in text
+
+
+def test_pipeline_commands_reject_bad_input_before_starting(tmp_path):
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    text = _one_line_error(runner.invoke(app, ["quickstart", "--database-url", url, "--set", "pool_version=v9"]))
+    assert "v9" in text and "existing versions: v1" in text
+    text = _one_line_error(runner.invoke(app, ["run", str(tmp_path / "none.yaml")]))
+    assert "not found" in text
+    text = _one_line_error(runner.invoke(app, ["run", "configs/quickstart.yaml", "--set", "train.k=1"]))
+    assert "'train.k'" in text
+    text = _one_line_error(runner.invoke(app, ["rollout", "--task", "dbbench/dev/9999", "--database-url", url]))
+    assert "dbbench/dev/9999" in text
+    text = _one_line_error(runner.invoke(app, ["rollout", "--task", "0007"]))
+    assert "dbbench/dev/0007" in text
+    text = _one_line_error(runner.invoke(app, ["rerun", "not-a-uuid"]))
+    assert "UUID" in text

@@ -1,0 +1,79 @@
+"""`hs rerun`, `hs rollout`, `hs deploy`: operating flows (re-run failed work, inspect one task, schedule)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from cli.errors import user_errors
+
+DatabaseUrl = Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")]
+
+
+@user_errors
+def rerun_cmd(flow_run_id: str = typer.Argument(..., help="The failed flow run's id (Prefect UI or `prefect flow-run ls`)"),
+              here: Annotated[bool, typer.Option(help="Run it in this process even when it came from a deployment")] = False):
+    """Retry a failed flow run in place: finished tasks are Cached (skipped), only unfinished ones execute."""
+    from infra.rerun import rerun_flow_run
+
+    result = rerun_flow_run(flow_run_id, here=here)
+    console = Console()
+    if result["where"] == "worker":
+        console.print(f"flow run {flow_run_id} ({result['flow']}) is scheduled again; its deployment's worker "
+                      "will run it", highlight=False)
+        return
+    console.print(f"flow run {flow_run_id} ({result['flow']}) re-ran here: {result['state']}", highlight=False)
+    if result["state"] != "COMPLETED":
+        Console(stderr=True).print(f"[red]error:[/red] re-run ended {result['state']}: {result.get('message')}",
+                                   highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+@user_errors
+def rollout_cmd(task: str = typer.Option(..., "--task", help="Benchmark task id, e.g. dbbench/dev/0007"),
+                harness: Annotated[str, typer.Option(help="Harness name or YAML path")] = "h0",
+                model: Annotated[Optional[str], typer.Option(help="Policy: built-in model or checkpoint name")] = None,
+                k: Annotated[int, typer.Option(help="Rollouts")] = 1,
+                database_url: DatabaseUrl = None,
+                set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override an eval field: a.b=value")] = None):
+    """Run one benchmark task under one harness, store it, and print each trajectory turn by turn.
+    Sampling is seeded, so the same command is answered from the stored result; change k,
+    the model or a --set field to sample anew."""
+    from sqlalchemy import select
+
+    from cli import views
+    from cli.main import _preflight
+    from configs.schema import ConfigError, EvalConfig, load_config
+    from db import store
+    from db.engine import make_engine, session_scope
+    from db.models import RolloutGroup, Trajectory
+    from flows.evaluate import evaluate
+
+    parts = task.split("/")
+    if len(parts) != 3:
+        raise ConfigError(f"--task {task!r}: a benchmark task id looks like dbbench/dev/0007")
+    overrides = {"name": f"rollout-{parts[1]}-{parts[2]}", "split": parts[1], "task_ids": [task], "harness": harness,
+                 "k": k, "seeds": 1, "policy.model": model, "checkpoint": model}
+    cfg = load_config(EvalConfig, None, overrides, set_)
+    _preflight(cfg, database_url)
+    from tasks.resources import bench_task
+
+    bench_task(cfg.env, task)  # an unknown id fails here, in one line, before Prefect starts
+    result = evaluate(cfg, database_url=database_url)
+    console = Console()
+    with session_scope(make_engine(database_url or _default_url())) as session:
+        ids = session.scalars(select(Trajectory.id).join(RolloutGroup, RolloutGroup.id == Trajectory.group_id)
+                              .where(RolloutGroup.run_id == result["run_id"])
+                              .order_by(Trajectory.sample_index)).all()
+        for trajectory_id in ids:
+            views.print_trajectory(console, store.get_trajectory(session, trajectory_id), False)
+    console.print(f"run {result['run_id']} · {len(ids)} trajectories of {task} under {harness}; the same command shows the stored result again",
+                  highlight=False)
+
+
+def _default_url() -> str:
+    from db.engine import database_url
+
+    return database_url()
