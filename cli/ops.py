@@ -77,3 +77,28 @@ def _default_url() -> str:
     from db.engine import database_url
 
     return database_url()
+
+
+@user_errors
+def deploy_cmd(pool: Annotated[str, typer.Option(help="Process work pool (created when missing)")] = "harness-s",
+               flow: Annotated[Optional[list[str]], typer.Option(help="Only these flows (default: all)")] = None,
+               env: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE set in every flow run, e.g. "
+                                                                "HS_DATABASE_URL=postgresql+psycopg://...")] = None):
+    """Register every flow as a deployment on a process work pool, so runs can be started (with a
+    form of typed parameters) and scheduled from the Prefect UI; then start a worker:
+    `prefect worker start --pool harness-s`."""
+    from configs.schema import ConfigError
+    from infra.deploy import deploy_all
+
+    pairs = {}
+    for item in env or []:
+        if "=" not in item:
+            raise ConfigError(f"--env {item!r}: write KEY=VALUE")
+        key, value = item.split("=", 1)
+        pairs[key] = value
+    deployed = deploy_all(pool, flow, env=pairs)
+    console = Console()
+    for name, deployment_id in deployed.items():
+        console.print(f"deployment {name}/{name}  {deployment_id}", highlight=False)
+    console.print(f"start a worker: prefect worker start --pool {pool}   (runs: prefect deployment run "
+                  f"'harness-s/harness-s', or the UI's Run button)", highlight=False, soft_wrap=True)
