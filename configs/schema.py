@@ -48,6 +48,15 @@ class SamplingConfig(_Frozen):
     max_new_tokens: int = Field(default=160, ge=1, le=8192, description="Token budget of one policy reply.")
 
 
+class RunnerConfig(_Frozen):
+    kind: Literal["threads", "ray"] = Field(
+        default="threads", description="threads: rollout groups run in this process (their generate calls batched); "
+        "ray: each group is a Ray task on a Ray cluster (prefect-ray), each Ray worker loading the policy once.")
+    address: str | None = Field(
+        default=None, description="ray: the cluster address (ray://head:10001 or 'auto'); None starts a local Ray.")
+    num_cpus: int | None = Field(default=None, ge=1, description="ray, local only: CPUs the local Ray may use.")
+
+
 class EnvConfig(_Frozen):
     benchmark: Literal["dbbench"] = Field(default="dbbench", description="Benchmark name.")
     backend: Literal["sqlite", "mysql"] = Field(
@@ -76,6 +85,7 @@ class EvalConfig(_Frozen):
     checkpoint: str = Field(default="base", description="Label of the policy weights, recorded with every trajectory.")
     group_concurrency: int = Field(
         default=1, ge=1, le=64, description="Rollout groups run at once by the Prefect task runner.")
+    runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Where rollout groups run (threads or Ray).")
     results_dir: str = Field(
         default=".hs/prefect-results",
         description="Where Prefect persists task results; must be storage every worker shares.")

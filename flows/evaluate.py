@@ -9,6 +9,7 @@ default here is SmolLM2-135M on CPU, so figures are far lower. Seeds re-sample t
 the same frozen policy (the paper's 3 independent runs).
 
 Run: hs eval --benchmark dbbench --split dev --harness h0 --k 3 --seeds 3 [--limit N]
+     on Ray (prefect-ray): add --set runner.kind=ray [--set runner.address=ray://HEAD:10001]
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import EvalConfig
-from tasks.evaluation import mark_run_failed, register_run, result_storage, rollout_group, score_evaluation
+from tasks.evaluation import (mark_run_failed, register_run, result_storage, rollout_group, score_evaluation,
+                              task_runner)
 
 
 def _progress() -> Progress:
@@ -41,10 +43,25 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     run = register_run(cfg, database_url, flow_run.get_id())
     # Task-major order: an interrupted run has complete seeds for the tasks it reached.
     jobs = [(task_id, seed) for task_id in run["bench_task_ids"] for seed in range(cfg.seeds)]
-    logger.info("run %s: %d rollout groups (k=%d)", run["run_id"], len(jobs), cfg.k)
+    logger.info("run %s: %d rollout groups (k=%d) on %s", run["run_id"], len(jobs), cfg.k, cfg.runner.kind)
+    fan_out = rollout_groups.with_options(task_runner=task_runner(cfg.runner, cfg.group_concurrency))
+    fanned = fan_out(cfg, run, jobs, database_url)
+    failures = fanned["failures"]
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {len(jobs)} rollout groups failed (first: {failures[0]}); "
+                           "start the same command again (or hs rerun FLOW_RUN_ID) to run only those groups")
+    return {**score_evaluation(cfg, run["run_id"], run["harness_id"], database_url), "workers": fanned["workers"]}
 
+
+@flow(name="rollout-groups", flow_run_name="groups-{config.name}")
+def rollout_groups(config: EvalConfig, run: dict, jobs: list[tuple[str, int]], database_url: str | None = None) -> dict:
+    """Every (benchmark task, seed) group, at most group_concurrency in flight, on this subflow's
+    task runner (threads, or Ray tasks). Returns the failures' messages (the other groups
+    persisted) and the host:pid of every process that ran a group."""
+    cfg = config
+    logger = get_run_logger()
     group_task = rollout_group.with_options(result_storage=result_storage(cfg))
-    queue, in_flight, solved, rollouts, failures = iter(jobs), set(), 0, 0, []
+    queue, in_flight, solved, rollouts, failures, workers = iter(jobs), set(), 0, 0, [], set()
 
     def submit_next() -> None:
         job = next(queue, None)
@@ -61,15 +78,12 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
             try:
                 summary = future.result()
             except Exception as exc:  # keep going: a re-run then redoes only the failed groups
-                failures.append(exc)
+                failures.append(str(exc))
                 logger.error("rollout group failed: %s", exc)
                 summary = {"successes": []}
+            workers.add(summary.get("worker"))
             solved, rollouts = solved + sum(summary["successes"]), rollouts + len(summary["successes"])
             bar.update(bar_id, advance=1, solved=solved, rollouts=rollouts)
             submit_next()
-
-    if failures:
-        raise RuntimeError(f"{len(failures)} of {len(jobs)} rollout groups failed (first: {failures[0]}); "
-                           "start the same command again to run only those groups")
-
-    return score_evaluation(cfg, run["run_id"], run["harness_id"], database_url)
+    logger.info("groups ran in %d worker process(es): %s", len(workers - {None}), sorted(workers - {None}))
+    return {"failures": failures, "workers": sorted(workers - {None})}

@@ -15,7 +15,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from sqlalchemy import select
 
 from analysis.metrics import summarise
-from configs.schema import EvalConfig
+from configs.schema import EvalConfig, RunnerConfig
 from db import store
 from db.engine import session_scope
 from db.ids import stable_id
@@ -31,7 +31,7 @@ from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, ge
 
 def run_id_for(cfg: EvalConfig) -> str:
     """Same config, same run: starting the same command again resumes it."""
-    return f"{cfg.name}-{stable_id('eval', cfg.model_dump_json(exclude={'group_concurrency', 'results_dir'}))[:12]}"
+    return f"{cfg.name}-{stable_id('eval', cfg.model_dump_json(exclude={'group_concurrency', 'results_dir', 'runner'}))[:12]}"
 
 
 def result_storage(cfg: EvalConfig) -> Path:
@@ -124,7 +124,27 @@ def rollout_group(cfg: EvalConfig, run_id: str, harness_id: str, bench_task_id: 
                         role="eval", checkpoint=cfg.checkpoint, results=results)
     with session_scope(get_engine(database_url)) as session:
         store.replace_group(session, group)
-    return {"group_id": group.id, "successes": [r.verdict.success for r in results]}
+    return {"group_id": group.id, "successes": [r.verdict.success for r in results], "worker": worker_name()}
+
+
+def worker_name() -> str:
+    """host:pid of the process that ran a group (shows where a Ray task runner placed it)."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def task_runner(runner: RunnerConfig, max_workers: int):
+    """The Prefect task runner for rollout groups: threads here, or Ray tasks (prefect-ray)."""
+    if runner.kind == "ray":
+        from prefect_ray import RayTaskRunner
+
+        init = {"num_cpus": runner.num_cpus} if runner.num_cpus and not runner.address else {}
+        return RayTaskRunner(address=runner.address, init_kwargs=init or None)
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=max_workers)
 
 
 def mark_run_failed(cfg: EvalConfig, database_url: str | None) -> None:
