@@ -435,12 +435,14 @@ def harness_check(path: Path = typer.Argument(..., help="Harness YAML, or a patc
 
 from cli.ops import deploy_cmd, rerun_cmd, rollout_cmd  # noqa: E402
 from cli.pipeline import quickstart_cmd, run_cmd  # noqa: E402
+from cli.stages import stage_cmd  # noqa: E402
 
 app.command("run")(run_cmd)
 app.command("quickstart")(quickstart_cmd)
 app.command("rerun")(rerun_cmd)
 app.command("rollout")(rollout_cmd)
 app.command("deploy")(deploy_cmd)
+app.command("stage")(stage_cmd)
 
 
 def main() -> None:  # pragma: no cover - console entry point
