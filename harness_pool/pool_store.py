@@ -27,7 +27,11 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 from harness_pool.spec import HarnessError, HarnessSpec, dump_harness, load_harness
 
-DEFAULT_ROOT = Path(__file__).parent / "pools"
+# Pools live in the checkout you work in: $HS_POOL_ROOT, else ./harness_pool/pools when the working
+# directory is a checkout (a clone used by `dvc repro`, say), else the installed package's folder.
+_CWD_ROOT = Path("harness_pool") / "pools"
+DEFAULT_ROOT = Path(os.environ["HS_POOL_ROOT"]).resolve() if os.environ.get("HS_POOL_ROOT") else (
+    _CWD_ROOT.resolve() if _CWD_ROOT.is_dir() else Path(__file__).parent / "pools")
 MANIFEST = "manifest.yaml"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
