@@ -41,6 +41,8 @@ class PipelineConfig(_Frozen):
         default=None, description="Reuse this frozen pool version (hs pool list) instead of evolving one.")
     train: TrainConfig = Field(description="The training phase; its pool is replaced by the pool of this pipeline.")
     evaluate: PipelineEvalConfig = Field(default_factory=PipelineEvalConfig, description="The evaluation phase.")
+    wandb: Literal["offline", "online", "disabled"] = Field(
+        default="offline", description="W&B mode of the pipeline's own run (phases use their own settings).")
 
     @model_validator(mode="before")
     @classmethod

@@ -86,6 +86,8 @@ class EvalConfig(_Frozen):
     group_concurrency: int = Field(
         default=1, ge=1, le=64, description="Rollout groups run at once by the Prefect task runner.")
     runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Where rollout groups run (threads or Ray).")
+    wandb: Literal["offline", "online", "disabled"] = Field(
+        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb.")
     results_dir: str = Field(
         default=".hs/prefect-results",
         description="Where Prefect persists task results; must be storage every worker shares.")
@@ -347,6 +349,8 @@ class EvolveConfig(_Frozen):
     editor: EditorConfig = Field(default_factory=EditorConfig, description="Who proposes the edits.")
     pool: PoolOutConfig = Field(default_factory=PoolOutConfig, description="Where the frozen pool goes.")
     concurrency: int = Field(default=4, ge=1, le=64, description="Harness runs in flight at once (batched together).")
+    wandb: Literal["offline", "online", "disabled"] = Field(
+        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb.")
     seed: int = Field(default=0, description="Seed for task sampling and rollouts.")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")

@@ -24,14 +24,14 @@ from db.models import Evaluation, RolloutGroup, RouterDecision, Trajectory
 from harness_pool.spec import load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutSpec, run_rollouts
-from tasks import faults
+from tasks import faults, tracking
 from tasks.records import build_group
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
 
 
 def run_id_for(cfg: EvalConfig) -> str:
     """Same config, same run: starting the same command again resumes it."""
-    return f"{cfg.name}-{stable_id('eval', cfg.model_dump_json(exclude={'group_concurrency', 'results_dir', 'runner'}))[:12]}"
+    return f"{cfg.name}-{stable_id('eval', cfg.model_dump_json(exclude={'group_concurrency', 'results_dir', 'runner', 'wandb'}))[:12]}"
 
 
 def result_storage(cfg: EvalConfig) -> Path:
@@ -192,4 +192,11 @@ def score_evaluation(cfg: EvalConfig, run_id: str, harness_id: str, database_url
             n_bench_tasks=metrics["overall"]["n_tasks"], metrics=metrics)
         store.record_evaluation(session, evaluation)
         store.finish_run(session, run_id, "completed")
+    overall = metrics["overall"]
+    figures = {"eval/pass_at_k": overall["pass"]["mean"], "eval/pass_at_k_std": overall["pass"]["std"],
+               "eval/avg_at_k": overall["avg"]["mean"], "eval/avg_at_k_std": overall["avg"]["std"],
+               "eval/n_tasks": overall["n_tasks"],
+               **{f"eval/{t}/avg_at_k": b["avg"]["mean"] for t, b in metrics["per_type"].items()},
+               **{f"eval/rank1_share/{h}": v for h, v in metrics.get("rank1_share", {}).items()}}
+    tracking.log_summary(run_id, cfg.wandb, cfg.model_dump(mode="json"), figures)
     return {"evaluation_id": evaluation.id, "run_id": run_id, **metrics}

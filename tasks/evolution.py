@@ -28,6 +28,7 @@ from harness_pool.pool_store import freeze_pool, version_with_dvc
 from harness_pool.spec import HarnessError, HarnessSpec, load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
+from tasks import tracking
 from tasks.records import build_group
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
 from tasks.sft import checkpoint_name
@@ -35,7 +36,7 @@ from tasks.training import warm_start_config
 
 
 def evolve_run_id(cfg: EvolveConfig) -> str:
-    key = cfg.model_dump_json(exclude={"results_dir", "concurrency", "pool"})
+    key = cfg.model_dump_json(exclude={"results_dir", "concurrency", "pool", "wandb"})
     return f"{cfg.name}-{stable_id('evolve', key)[:12]}"
 
 
@@ -217,6 +218,11 @@ def record_candidates(cfg: EvolveConfig, run_id: str, round: int, judged: list[d
                 fixed=c["fixed"], broken=c["broken"], solved=c["solved"],
                 validation_tasks=sorted(set(c["targeted"]) | set(c["controls"])),
                 details={"editor": c["editor"], "targeted": c["targeted"], "controls": c["controls"]}))
+    valid = [c for c in judged if c["valid"]]
+    tracking.log_metrics(run_id, cfg.wandb, cfg.model_dump(mode="json"), {
+        "evolve/candidates": len(judged), "evolve/valid": len(valid), "evolve/selected": len(selected),
+        "evolve/fixed_per_valid": sum(len(c["fixed"]) for c in valid) / max(len(valid), 1),
+        "evolve/broken_per_valid": sum(len(c["broken"]) for c in valid) / max(len(valid), 1)}, round)
 
 
 # -- the frozen pool -------------------------------------------------------------------------------
@@ -237,6 +243,8 @@ def freeze(cfg: EvolveConfig, run_id: str, h0: dict, siblings: list[dict], datab
                            base_harness_id=base.id, path=str(folder.resolve()),
                            members=[m.model_dump(mode="json") for m in manifest.members], run_id=run_id, dvc_tag=tag))
         store.finish_run(session, run_id, "completed")
+    tracking.log_summary(run_id, cfg.wandb, cfg.model_dump(mode="json"), {"evolve/pool_size": len(manifest.members)},
+                         cfg.rounds + 1)
     return {"version": version, "path": str(folder), "pool_id": manifest.pool_id, "size": len(manifest.members),
             "dvc_tag": tag}
 

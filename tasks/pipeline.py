@@ -14,6 +14,7 @@ from configs.schema import EnvConfig, EvalConfig, PolicyConfig, TrainConfig
 from db import store
 from db.engine import session_scope
 from db.ids import stable_id
+from tasks import tracking
 from tasks.resources import get_engine
 from tasks.training import init_checkpoint
 
@@ -55,7 +56,7 @@ def evaluation_configs(cfg: PipelineConfig, train_cfg: TrainConfig, train_run_id
     ev = cfg.evaluate
     common = {"split": ev.split, "k": ev.k, "seeds": ev.seeds, "limit": ev.limit, "every": ev.every,
               "group_concurrency": ev.group_concurrency, "sampling": train_cfg.sampling.model_dump(),
-              "env": train_cfg.env.model_dump(), "results_dir": train_cfg.results_dir}
+              "env": train_cfg.env.model_dump(), "results_dir": train_cfg.results_dir, "wandb": train_cfg.wandb}
 
     def one(label: str, checkpoint: str, **extra) -> EvalConfig:
         return EvalConfig.model_validate({**common, "name": f"{cfg.name}-{label}", "checkpoint": checkpoint,
@@ -103,4 +104,7 @@ def record_results(cfg: PipelineConfig, pool_version: str | None, train_run_id: 
         store.upsert_run(session, id=pipeline_run_id(cfg), kind="pipeline", name=cfg.name,
                          config=cfg.model_dump(mode="json"), status="completed",
                          prefect_flow_run_id=prefect_flow_run_id, results=results)
+    figures = {f"pipeline/{label}/{m}": e[m]["mean"] for label, e in results["evaluations"].items() for m in ("pass", "avg")}
+    figures.update({f"pipeline/train/{k}": v for k, v in results["training"].items() if isinstance(v, (int, float))})
+    tracking.log_summary(pipeline_run_id(cfg), cfg.wandb, cfg.model_dump(mode="json"), figures)
     return results

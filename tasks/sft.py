@@ -21,6 +21,7 @@ from harness_pool.spec import load_harness
 from rl.checkpoints import is_complete, read_meta, save_checkpoint
 from rl.model_store import resolve_model
 from rl.sft import SftExample, build_demonstrations, heldout_loss, train_sft
+from tasks import tracking
 from tasks.resources import env_factory, get_engine, get_policy
 
 
@@ -113,6 +114,9 @@ def register_checkpoint(meta: dict, database_url: str | None) -> str:
             provenance={k: meta[k] for k in ("config", "n_train", "n_heldout", "train_losses")},
             metrics={"heldout_loss_before": meta["heldout_loss_before"], "heldout_loss_after": meta["heldout_loss_after"]}))
         store.finish_run(session, meta["run_id"], "completed")
+    tracking.log_summary(meta["run_id"], tracking.default_mode(), meta["config"], {
+        "sft/heldout_loss_before": meta["heldout_loss_before"], "sft/heldout_loss_after": meta["heldout_loss_after"],
+        "sft/steps": meta["step"]}, meta["step"])
     return meta["name"]
 
 

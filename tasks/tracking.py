@@ -1,6 +1,8 @@
-"""W&B logging of training signals: offline by default (files under .hs/wandb, sync later with
-`wandb sync`), disabled in tests ($WANDB_MODE=disabled wins over the config). One W&B run per
-training run id, resumed on restart, so a resumed run keeps one continuous history."""
+"""W&B logging of every flow: offline by default (files under .hs/wandb, sync later with
+`wandb sync .hs/wandb/offline-run-*`), online by setting, disabled in tests ($WANDB_MODE wins
+over the config). One W&B run per platform run id (resumed on restart, so a resumed run keeps
+one continuous history), its config the flow's whole config, its metrics namespaced
+(train/, rollout/, reanchor/, eval/, evolve/, sft/, pipeline/)."""
 
 from __future__ import annotations
 
@@ -31,3 +33,14 @@ def finish(run_id: str) -> None:
     run = _RUNS.pop(run_id, None)
     if run is not None:
         run.finish()
+
+
+def log_summary(run_id: str, mode: str, config: dict, metrics: dict, step: int = 0) -> None:
+    """A finished flow's figures in one go (its W&B run is closed afterwards)."""
+    log_metrics(run_id, mode, config, metrics, step)
+    finish(run_id)
+
+
+def default_mode() -> str:
+    """For flows whose config has no `wandb` field: $WANDB_MODE, else offline."""
+    return os.environ.get("WANDB_MODE", "offline")
