@@ -15,6 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 CONFIG_DIR = Path(__file__).parent
 
 
+def default_results_dir() -> str:
+    """Persisted task results: $HS_RESULTS_DIR (storage all workers share, e.g. an NFS mount), else local."""
+    import os
+
+    return os.environ.get("HS_RESULTS_DIR", ".hs/prefect-results")
+
+
 class ConfigError(ValueError):
     """A config that cannot be used; the message is one line naming the field and the fix."""
 
@@ -88,9 +95,8 @@ class EvalConfig(_Frozen):
     runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Where rollout groups run (threads or Ray).")
     wandb: Literal["offline", "online", "disabled"] = Field(
         default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb.")
-    results_dir: str = Field(
-        default=".hs/prefect-results",
-        description="Where Prefect persists task results; must be storage every worker shares.")
+    results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
+                             "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Which policy to evaluate.")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Sampling settings.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
@@ -183,7 +189,8 @@ class SftConfig(_Frozen):
     lora_rank: int = Field(default=16, ge=1, description="LoRA rank when lora is true.")
     seed: int = Field(default=0, description="Seed for demonstration variants and batch order.")
     device: str = Field(default="cpu", description="Torch device for training.")
-    results_dir: str = Field(default=".hs/prefect-results", description="Where Prefect persists task results.")
+    results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
+                             "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment used to replay demonstrations.")
 
 
@@ -273,7 +280,8 @@ class TrainConfig(_Frozen):
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
     wandb: Literal["offline", "online", "disabled"] = Field(
         default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb.")
-    results_dir: str = Field(default=".hs/prefect-results", description="Where Prefect persists task results.")
+    results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
+                             "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
     state_dir: str = Field(default=".hs/runs", description="Per-run resume state (weights, optimizer, step).")
 
     @model_validator(mode="after")
@@ -354,7 +362,8 @@ class EvolveConfig(_Frozen):
     seed: int = Field(default=0, description="Seed for task sampling and rollouts.")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
-    results_dir: str = Field(default=".hs/prefect-results", description="Where Prefect persists task results.")
+    results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
+                             "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
 
 
 class PoolReportConfig(_Frozen):
@@ -373,5 +382,6 @@ class PoolReportConfig(_Frozen):
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
     editor: EditorConfig = Field(default_factory=EditorConfig, description="Unused here (rule diagnosis only).")
-    results_dir: str = Field(default=".hs/prefect-results", description="Where Prefect persists task results.")
+    results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
+                             "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
     report_dir: str = Field(default=".hs/reports", description="Where the report JSON is written.")
