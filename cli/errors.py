@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -26,3 +27,10 @@ def user_errors(fn):
             raise typer.Exit(2) from None
 
     return wrapper
+
+
+def flow_failed(what: str, exc: BaseException, hint: str = "") -> NoReturn:
+    """A flow raised: Prefect has logged the traceback and rows already written stay; one line, exit 1."""
+    Console(stderr=True).print(f"[red]error:[/red] {what} failed: {exc}{'; ' + hint if hint else ''}",
+                               highlight=False, soft_wrap=True)
+    raise typer.Exit(1) from None

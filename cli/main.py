@@ -25,7 +25,7 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from cli import views  # noqa: E402
-from cli.errors import user_errors  # noqa: E402
+from cli.errors import flow_failed, user_errors  # noqa: E402
 from cli.pool import pool_app  # noqa: E402
 
 app = typer.Typer(help="harness-s: learning from sibling harnesses.", no_args_is_help=True,
@@ -138,8 +138,7 @@ def eval_cmd(
     try:
         result = evaluate(cfg, database_url=database_url)
     except Exception as exc:  # Prefect has logged the traceback; rows already written are kept
-        Console(stderr=True).print(f"[red]error:[/red] evaluation failed: {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        flow_failed("evaluation", exc)
     views.print_metrics(console, cfg, result)
 
 
@@ -185,8 +184,7 @@ def sft_cmd(
     try:
         result = sft(cfg, database_url=database_url)
     except Exception as exc:  # Prefect has logged the traceback; the registry never holds half a checkpoint
-        Console(stderr=True).print(f"[red]error:[/red] warm start failed: {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        flow_failed("warm start", exc)
     console.print(f"checkpoint {result['checkpoint']} ({result['demonstrations']} demonstrations, "
                   f"{len(result['failed_replays'])} failed replays); held-out loss "
                   f"{result['heldout_loss_before']} -> {result['heldout_loss_after']}")
@@ -229,9 +227,7 @@ def train_cmd(
     try:
         result = train(cfg, database_url=database_url)
     except Exception as exc:  # Prefect has logged the traceback; finished updates are saved and resume
-        Console(stderr=True).print(f"[red]error:[/red] training failed: {exc}; start the same command again to "
-                                   "resume from the last finished update", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        flow_failed("training", exc, "start the same command again to resume from the last finished update")
     finally:
         stop_workers()
     views.print_training(console, result)
@@ -348,9 +344,7 @@ def evolve_cmd(
     try:
         result = evolve(cfg, database_url=database_url)
     except Exception as exc:  # Prefect has logged the traceback; finished runs persist and are skipped next time
-        Console(stderr=True).print(f"[red]error:[/red] evolution failed: {exc}; start the same command again to "
-                                   "resume", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        flow_failed("evolution", exc, "start the same command again to resume")
     views.print_evolution(console, result)
 
 

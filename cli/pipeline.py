@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.errors import user_errors
+from cli.errors import flow_failed, user_errors
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 DatabaseUrl = Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")]
@@ -42,9 +42,7 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
     try:
         result = harness_s(cfg, database_url=database_url)
     except Exception as exc:  # Prefect has logged the traceback; every finished phase and task persists
-        Console(stderr=True).print(f"[red]error:[/red] pipeline failed: {exc}; start the same command again "
-                                   "(or `hs rerun FLOW_RUN_ID`) to resume", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        flow_failed("pipeline", exc, "start the same command again (or `hs rerun FLOW_RUN_ID`) to resume")
     print_results(console, cfg.name, result)
     return result
 
