@@ -17,8 +17,7 @@ def summarise_training(steps: list[dict], reanchors: list[dict]) -> dict:
         values = [s[key] for s in steps if key in s]
         return fmean(values) if values else 0.0
 
-    triggered = sum(s.get("rollout/rescues_triggered", 0.0) for s in steps)
-    rescued = sum(s.get("rollout/rescue_success", 0.0) * s.get("rollout/rescues_triggered", 0.0) for s in steps)
+    triggered, rescued = _rescues(steps)
     h0 = {r["step"]: r["success_rate"] for r in reanchors if r["harness"] == "h0"}
     return {
         "updates": len(steps),
@@ -29,5 +28,25 @@ def summarise_training(steps: list[dict], reanchors: list[dict]) -> dict:
         "rescue_success": rescued / triggered if triggered else None,
         "rollouts_spent": sum(s.get("rollout/rollouts_spent", 0.0) for s in steps),
         "h0_validation": dict(sorted(h0.items())),
+        "rescue_by_stage": rescue_by_stage(steps, sorted(h0)),
         "seconds": sum(s.get("time/rollout_s", 0.0) + s.get("time/update_s", 0.0) for s in steps),
     }
+
+
+def _rescues(steps: list[dict]) -> tuple[float, float]:
+    """(rescue groups, rescue groups with a success) over the given updates."""
+    triggered = sum(s.get("rollout/rescues_triggered", 0.0) for s in steps)
+    rescued = sum(s.get("rollout/rescue_success", 0.0) * s.get("rollout/rescues_triggered", 0.0) for s in steps)
+    return triggered, rescued
+
+
+def rescue_by_stage(steps: list[dict], anchor_steps: list[int]) -> dict[int, dict]:
+    """Training stages are the spans between re-anchors (each with one profile version): for every
+    stage, keyed by its first update, the rescues triggered and the share that found a success (RQ3)."""
+    starts = sorted(a for a in anchor_steps if any(s["step"] >= a for s in steps)) or [0]
+    out = {}
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else float("inf")
+        triggered, rescued = _rescues([s for s in steps if start <= s["step"] < end])
+        out[start] = {"rescues": triggered, "rescue_success": rescued / triggered if triggered else None}
+    return out

@@ -54,16 +54,22 @@ def print_runs(console: Console, runs) -> None:
     console.print(table)
 
 
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def print_training_summary(console: Console, rows: dict[str, dict]) -> None:
     table = Table(title="training runs side by side")
     for col in ("run", "updates", "valid groups", "eff. tokens", "H0 first-group success", "rescues", "rescue success",
-                "rollouts", "H0 validation by re-anchor step", "minutes"):
+                "rescue success by stage", "rollouts", "H0 validation by re-anchor step", "minutes"):
         table.add_column(col, justify="left" if col == "run" else "right")
     for run_id, s in rows.items():
         rescue = "-" if s["rescue_success"] is None else f"{s['rescue_success']:.2f}"
         val = ", ".join(f"{step}: {rate:.2f}" for step, rate in s["h0_validation"].items())
+        stages = ", ".join(f"{start}: {_share(st['rescue_success'])} of {st['rescues']:.0f}"
+                           for start, st in s["rescue_by_stage"].items())
         table.add_row(run_id, str(s["updates"]), f"{s['valid_group_ratio']:.3f}", f"{s['effective_token_ratio']:.3f}",
-                      f"{s['first_group_success']:.3f}", f"{s['rescues_triggered']:.0f}", rescue,
+                      f"{s['first_group_success']:.3f}", f"{s['rescues_triggered']:.0f}", rescue, stages,
                       f"{s['rollouts_spent']:.0f}", val, f"{s['seconds'] / 60:.1f}")
     console.print(table)
 

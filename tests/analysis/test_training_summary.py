@@ -19,3 +19,12 @@ def test_summary_weights_rescue_success_by_rescues_not_by_steps():
 def test_no_rescue_means_no_rescue_success():
     s = summarise_training([{"step": 0, "rollout/rescues_triggered": 0.0}], [])
     assert s["rescue_success"] is None and s["updates"] == 1
+
+
+def test_rescue_success_per_stage_between_reanchors():
+    steps = [{"step": i, "rollout/rescues_triggered": t, "rollout/rescue_success": ok}
+             for i, (t, ok) in enumerate([(2, 0.5), (0, 0.0), (1, 0.0), (3, 1.0), (2, 0.5)])]
+    reanchors = [{"step": a, "harness": "h0", "success_rate": 0.0} for a in (0, 2, 4, 5)]  # 5 = the final one
+    stages = summarise_training(steps, reanchors)["rescue_by_stage"]
+    assert stages == {0: {"rescues": 2, "rescue_success": 0.5}, 2: {"rescues": 4, "rescue_success": 0.75},
+                      4: {"rescues": 2, "rescue_success": 0.5}}  # no update at or after 5: no stage there
