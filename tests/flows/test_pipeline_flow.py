@@ -79,3 +79,9 @@ def test_pipeline_trains_on_the_frozen_pool_and_evaluates_before_after_and_rank1
     assert again["evaluations"] == result["evaluations"]
     with session_scope(make_engine(url)) as s:
         assert s.scalar(select(func.count()).select_from(Trajectory)) == n_traj
+
+
+@pytest.mark.parametrize("path", ["configs/quickstart.yaml", "configs/pipeline_dbbench_smol.yaml", "params.yaml"])
+def test_committed_pipeline_configs_validate(path):
+    cfg = load_config(PipelineConfig, path)
+    assert cfg.pool_name() and cfg.train.mode == "harness_s" and cfg.train.warm_start
