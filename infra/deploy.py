@@ -42,12 +42,21 @@ def default_parameters(flow_name: str) -> dict:
     return {"config": model.model_validate(yaml.safe_load((REPO / path).read_text())).model_dump(mode="json")}
 
 
+def check_api(client) -> None:
+    """One line instead of a traceback when the Prefect API is unreachable."""
+    error = client.api_healthcheck()
+    if error is not None:
+        raise LookupError(f"Prefect API at {client.api_url} is unreachable ({type(error).__name__}): start it "
+                          "(infra/start-prefect-server.sh) or fix PREFECT_API_URL")
+
+
 def ensure_work_pool(name: str) -> None:
     from prefect import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.exceptions import ObjectAlreadyExists
 
     with get_client(sync_client=True) as client:
+        check_api(client)
         try:
             client.create_work_pool(WorkPoolCreate(name=name, type="process"))
         except ObjectAlreadyExists:

@@ -23,6 +23,7 @@ def rerun_flow_run(flow_run_id: str, here: bool = False) -> dict:
     from prefect.states import Scheduled
 
     from flows.registry import load_flow
+    from infra.deploy import check_api
 
     try:
         run_uuid = UUID(flow_run_id)
@@ -30,6 +31,7 @@ def rerun_flow_run(flow_run_id: str, here: bool = False) -> dict:
         raise LookupError(f"'{flow_run_id}' is not a flow run id: copy the UUID from the Prefect UI or "
                           "`prefect flow-run ls`") from None
     with get_client(sync_client=True) as client:
+        check_api(client)
         try:
             run = client.read_flow_run(run_uuid)
         except ObjectNotFound:

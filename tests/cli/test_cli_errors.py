@@ -129,3 +129,17 @@ def test_pipeline_commands_reject_bad_input_before_starting(tmp_path):
     assert "dbbench/dev/0007" in text
     text = _one_line_error(runner.invoke(app, ["rerun", "not-a-uuid"]))
     assert "UUID" in text
+
+
+def test_deploy_and_rerun_name_an_unreachable_prefect_api(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    hs = str(Path(sys.executable).parent / "hs")
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api", "PREFECT_HOME": str(tmp_path)}
+    for args in (["deploy"], ["rerun", "00000000-0000-0000-0000-000000000000"]):
+        out = subprocess.run([hs, *args], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and "Traceback" not in out.stderr
+        assert "127.0.0.1:9" in out.stderr and "PREFECT_API_URL" in out.stderr
