@@ -47,6 +47,7 @@ def rollout_cmd(task: str = typer.Option(..., "--task", help="Benchmark task id,
     from cli.main import _preflight
     from configs.schema import ConfigError, EvalConfig, load_config
     from db import store
+    from db.engine import database_url as default_url
     from db.engine import make_engine, session_scope
     from db.models import RolloutGroup, Trajectory
     from flows.evaluate import evaluate
@@ -63,7 +64,7 @@ def rollout_cmd(task: str = typer.Option(..., "--task", help="Benchmark task id,
     bench_task(cfg.env, task)  # an unknown id fails here, in one line, before Prefect starts
     result = evaluate(cfg, database_url=database_url)
     console = Console()
-    with session_scope(make_engine(database_url or _default_url())) as session:
+    with session_scope(make_engine(database_url or default_url())) as session:
         ids = session.scalars(select(Trajectory.id).join(RolloutGroup, RolloutGroup.id == Trajectory.group_id)
                               .where(RolloutGroup.run_id == result["run_id"])
                               .order_by(Trajectory.sample_index)).all()
@@ -71,12 +72,6 @@ def rollout_cmd(task: str = typer.Option(..., "--task", help="Benchmark task id,
             views.print_trajectory(console, store.get_trajectory(session, trajectory_id), False)
     console.print(f"run {result['run_id']} · {len(ids)} trajectories of {task} under {harness}; the same command shows the stored result again",
                   highlight=False)
-
-
-def _default_url() -> str:
-    from db.engine import database_url
-
-    return database_url()
 
 
 @user_errors
