@@ -34,7 +34,8 @@ db_app = typer.Typer(help="Trajectory database.", no_args_is_help=True)
 env_app = typer.Typer(help="Benchmark environments.", no_args_is_help=True)
 data_app = typer.Typer(help="Benchmark data.", no_args_is_help=True)
 traj_app = typer.Typer(help="Inspect stored trajectories.", no_args_is_help=True)
-report_app = typer.Typer(help="Tables from the database.", no_args_is_help=True)
+report_app = typer.Typer(help="Reports from the database: the RQ1-RQ6 report (--run), or a subcommand.",
+                         no_args_is_help=True, invoke_without_command=True)
 harness_app = typer.Typer(help="Harness files: check, patch.", no_args_is_help=True)
 profiles_app = typer.Typer(help="Behaviour profiles of siblings (induced at every re-anchor).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -261,6 +262,33 @@ def _train_preflight(cfg, database_url: str | None) -> None:
     check_database(database_url or default_url())
     if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
         resolve_model(init_checkpoint(cfg))
+
+
+@report_app.callback()
+@user_errors
+def report(ctx: typer.Context,
+           run: Annotated[Optional[str], typer.Option(help="The method's pipeline (or training) run: id or name")] = None,
+           baseline: Annotated[Optional[list[str]], typer.Option(
+               help="A run to compare with (pipeline or training run, id or name); repeat for several")] = None,
+           out: Annotated[Path, typer.Option(help="Folder for report.md and the PNG figures")] = Path("reports/latest"),
+           database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
+    """RQ1-RQ6 and the three phenomena as one markdown report with figures: hs report --run ID --baseline RUN --out DIR."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if run is None:
+        raise typer.BadParameter("give --run (a pipeline or training run id or name), or a subcommand such as training")
+    from analysis.report import build_report, write_report
+    from db.engine import check_database, database_url as default_url, session_scope
+    from tasks.resources import get_engine
+
+    url = database_url or default_url()
+    check_database(url)
+    with session_scope(get_engine(url)) as session:
+        built = build_report(session, run, list(baseline or []))
+    command = " ".join(["hs report", f"--run {run}", *[f"--baseline {b}" for b in baseline or []], f"--out {out}"])
+    path = write_report(built, out, command)
+    console.print(f"wrote {path} ({len(list(out.glob('*.png')))} figures) comparing "
+                  + ", ".join(m.label for m in built.methods), highlight=False, soft_wrap=True)
 
 
 @report_app.command("training")

@@ -26,6 +26,9 @@ class PipelineEvalConfig(_Frozen):
     every: int = Field(default=1, ge=1, description="Every Nth task of the split: a deterministic subsample.")
     before: bool = Field(default=True, description="Also evaluate the starting checkpoint under H0 (the 'before' row).")
     rank1: bool = Field(default=True, description="Also evaluate the trained policy with Rank-1 routing over the pool.")
+    rank1_before: bool = Field(
+        default=False, description="Also evaluate the starting checkpoint with Rank-1 routing over the profiles of the "
+        "first re-anchor (RQ5: which harness is Rank-1 before vs after training).")
     outside: list[str] = Field(
         default_factory=list,
         description="Harnesses outside the pool (names or YAML paths) to evaluate the trained policy under (RQ6).")

@@ -106,7 +106,10 @@ class EvalConfig(_Frozen):
     pool: list[str] = Field(default_factory=list, description="rank1: the sibling harnesses (names, YAML paths or "
                             "'pool:VERSION').")
     profiles_run: str | None = Field(
-        default=None, description="rank1: the training run whose newest behaviour profiles the router reads.")
+        default=None, description="rank1: the training run whose behaviour profiles the router reads.")
+    profiles_version: int | None = Field(
+        default=None, ge=0, description="rank1: read the profiles of this re-anchor step (0 = before training); "
+        "None = the newest.")
     router_voters: list[Literal["statistics", "embedding"]] = Field(
         default_factory=lambda: ["statistics", "embedding"], description="rank1: the router's model-free voters.")
 

@@ -35,6 +35,7 @@ TAG_PHRASES: dict[str, str] = {
     "inspected_first": "inspects the table first",
     "repeated_query": "repeats an identical query",
     "answered_without_query": "answers without querying",
+    "rechecked_mutation": "re-checks the table after changing it",
 }
 # Tag frequency differences smaller than this (percentage points) are noise at validation sizes.
 MIN_TAG_POINTS = 10

@@ -39,10 +39,12 @@ class Prompts(_Frozen):
 
 
 class ToolView(_Frozen):
-    protocol: Literal["dbbench_text_v1"] = Field(
+    protocol: Literal["dbbench_text_v1", "dbbench_json_v1"] = Field(
         default="dbbench_text_v1",
-        description="Action protocol parser: 'dbbench_text_v1' = 'Action: Operation' + one ```sql block, "
-        "or 'Action: Answer' + 'Final Answer: [...]'.",
+        description="Action protocol parser (harness_pool/tool_view.py): 'dbbench_text_v1' = 'Action: Operation' "
+        "+ one ```sql block, or 'Action: Answer' + 'Final Answer: [...]'; 'dbbench_json_v1' = one JSON call "
+        '{"name": "execute_sql", "arguments": {"sql": ...}} or {"name": "submit_answer", "arguments": '
+        '{"answer": [...]}}, bare or in a ```json block.',
     )
     on_invalid: Literal["end", "warn"] = Field(
         default="end",
@@ -55,7 +57,8 @@ class ToolView(_Frozen):
     )
     accept_scalar_answer: bool = Field(
         default=False,
-        description="Treat 'Final Answer: x' with a non-list x as the one-element list [x] instead of a format error.",
+        description="Treat a non-list answer x ('Final Answer: x', or submit_answer's answer) as the "
+        "one-element list [x] instead of a format error.",
     )
 
 

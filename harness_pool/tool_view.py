@@ -7,6 +7,21 @@
   missing block is invalid);
 - an answer must be a list literal (JSON or Python syntax); a scalar is invalid unless the
   harness sets accept_scalar_answer, which wraps it as a one-element list.
+
+`dbbench_json_v1` is a function-calling view of the same two actions: the reply holds one JSON
+object {"name": ..., "arguments": {...}}, bare or inside a ```json block, calling
+execute_sql(sql) or submit_answer(answer). Our parsing rules:
+- JSON is decoded from every "{" in reading order (so surrounding prose and fences do not
+  matter); the first object that has a "name" key is the call and decides, later ones are
+  ignored; an object nested in a wrapper (e.g. {"function": {"name": ...}}) counts, since its
+  brace is scanned too; no such object -> invalid "no_function_call";
+- a name other than the two functions -> invalid "unknown_function";
+- "arguments" must be an object, or a string holding one (as some chat APIs encode it);
+  anything else -> invalid "bad_arguments";
+- execute_sql needs a non-empty string "sql" (else invalid "empty_sql");
+- submit_answer needs an "answer" key (else invalid "missing_answer"); a JSON list is the
+  answer; any other value is invalid "answer_not_list" unless accept_scalar_answer, which
+  wraps it as a one-element list, as in the text view.
 """
 
 from __future__ import annotations
@@ -75,7 +90,64 @@ def _literal(raw: str) -> tuple[object, bool]:
     return None, False
 
 
+def parse_dbbench_json(text: str, accept_scalar_answer: bool = False) -> ParsedAction:
+    call = _first_call(text or "")
+    if call is None:
+        return ParsedAction("invalid", error="no_function_call")
+    name, args = call.get("name"), call.get("arguments", {})
+    if name not in ("execute_sql", "submit_answer"):
+        return ParsedAction("invalid", error="unknown_function")
+    if isinstance(args, str):
+        args, ok = _json(args)
+        args = args if ok else None
+    if not isinstance(args, dict):
+        return ParsedAction("invalid", error="bad_arguments")
+    if name == "execute_sql":
+        sql = args.get("sql")
+        if not isinstance(sql, str) or not sql.strip():
+            return ParsedAction("invalid", error="empty_sql")
+        return ParsedAction("sql", SqlAction(sql.strip()))
+    if "answer" not in args:
+        return ParsedAction("invalid", error="missing_answer")
+    value = args["answer"]
+    if isinstance(value, list):
+        return ParsedAction("answer", AnswerAction(value))
+    if accept_scalar_answer:
+        return ParsedAction("answer", AnswerAction([value]))
+    return ParsedAction("invalid", error="answer_not_list")
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _first_call(text: str) -> dict | None:
+    """The first decodable JSON object (by position of its opening brace) with a "name" key.
+
+    Decoding from each brace rather than matching braces with a regex copes with nesting,
+    braces inside strings and prose around the call; replies are short, so the quadratic worst
+    case does not matter."""
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, dict) and "name" in value:
+            return value
+        start = text.find("{", start + 1)
+    return None
+
+
+def _json(raw: str) -> tuple[object, bool]:
+    try:
+        return json.loads(raw), True
+    except (ValueError, RecursionError):
+        return None, False
+
+
 def parse_action(protocol: str, text: str, accept_scalar_answer: bool = False) -> ParsedAction:
     if protocol == "dbbench_text_v1":
         return parse_dbbench_text(text, accept_scalar_answer)
+    if protocol == "dbbench_json_v1":
+        return parse_dbbench_json(text, accept_scalar_answer)
     raise ValueError(f"unknown tool-view protocol '{protocol}'")

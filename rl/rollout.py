@@ -100,8 +100,21 @@ def classify_failure(verdict: Verdict, end_reason: str, last_sql_error: bool) ->
     return "sql_error" if last_sql_error else "wrong_answer"
 
 
+_MUTATIONS = ("insert", "update", "delete", "replace")
+
+
 def behaviour_tags(queries: list[str], answered: bool) -> list[str]:
-    """Cheap DBBench behaviour detectors over the executed SQL (see DESIGN.md RQ4)."""
+    """Cheap DBBench behaviour detectors over the executed SQL (see DESIGN.md RQ4).
+
+    Queries are compared lower-cased with whitespace collapsed, so the tags measure what the
+    policy did, not how it spaced it:
+    - answered_without_query: answered with no SQL run at all (a guess from the request text);
+    - repeated_query: ran an identical query more than once;
+    - inspected_first: the first query only reads (SELECT/DESCRIBE/SHOW/PRAGMA), i.e. it looked
+      at the table before writing;
+    - rechecked_mutation: a query that changes the table (INSERT/UPDATE/DELETE/REPLACE) is
+      followed later by a SELECT, i.e. it verified its own write.
+    """
     tags = []
     lowered = [" ".join(q.lower().split()) for q in queries]
     if answered and not queries:
@@ -110,6 +123,9 @@ def behaviour_tags(queries: list[str], answered: bool) -> list[str]:
         tags.append("repeated_query")
     if lowered and lowered[0].startswith(("select", "describe", "show", "pragma")):
         tags.append("inspected_first")
+    first_write = next((i for i, q in enumerate(lowered) if q.startswith(_MUTATIONS)), None)
+    if first_write is not None and any(q.startswith("select") for q in lowered[first_write + 1:]):
+        tags.append("rechecked_mutation")
     return tags
 
 

@@ -80,10 +80,13 @@ def rank1_choices(session, cfg: EvalConfig, run_id: str, h0, tasks) -> dict[str,
     from harness_pool.voting import AdaptiveRouter, EmbeddingVoter, StatisticsVoter, rank1_ranking
     from tasks.routing import load_profiles
 
-    version, profiles = load_profiles(session, cfg.profiles_run, 10**9, first_only=False)
-    if not profiles:
-        raise LookupError(f"run {cfg.profiles_run} has no behaviour profiles: pass a training run id "
-                          "(`hs report training` lists them)")
+    newest = cfg.profiles_version is None
+    version, profiles = load_profiles(session, cfg.profiles_run, 10**9 if newest else cfg.profiles_version,
+                                      first_only=False)
+    if not profiles or (not newest and version != cfg.profiles_version):
+        at = "" if newest else f" at re-anchor step {cfg.profiles_version}"
+        raise LookupError(f"run {cfg.profiles_run} has no behaviour profiles{at}: pass a training run id "
+                          "(`hs report training` lists them) and one of its re-anchor steps")
     success = {hid: p.success_rate for hid, p in profiles.items()}
     success[h0.id] = sum(p.h0_success_rate for p in profiles.values()) / len(profiles)
     voters = [StatisticsVoter() if v == "statistics" else EmbeddingVoter() for v in cfg.router_voters]

@@ -49,7 +49,8 @@ def training_config(cfg: PipelineConfig, pool_version: str | None) -> TrainConfi
 
 def evaluation_configs(cfg: PipelineConfig, train_cfg: TrainConfig, train_run_id: str,
                        trained_checkpoint: str) -> dict[str, EvalConfig]:
-    """label -> evaluation: before (start weights, H0), after (H0), rank1 (after), outside harnesses (after).
+    """label -> evaluation: before (start weights, H0), after (H0), rank1 (after), rank1-before (start weights,
+    first re-anchor's profiles), outside harnesses (after).
 
     Every evaluation uses the training phase's sampling and environment, so the numbers are
     comparable with what the policy saw while it learned."""
@@ -70,6 +71,9 @@ def evaluation_configs(cfg: PipelineConfig, train_cfg: TrainConfig, train_run_id
     if ev.rank1 and train_cfg.pool:
         out["rank1"] = one("rank1", trained_checkpoint, routing="rank1", pool=list(train_cfg.pool),
                            profiles_run=train_run_id)
+    if ev.rank1_before and train_cfg.pool:
+        out["rank1-before"] = one("rank1-before", init_checkpoint(train_cfg), routing="rank1",
+                                  pool=list(train_cfg.pool), profiles_run=train_run_id, profiles_version=0)
     for harness in ev.outside:
         out[f"outside-{_label(harness)}"] = one(f"outside-{_label(harness)}", trained_checkpoint, harness=harness)
     return out

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import secrets
+from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 
+import psycopg
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,3 +54,47 @@ def train_dir(data_dir, tmp_path_factory) -> Path:
     build_train_split(root / "dbbench" / "train.jsonl", seed=0, n_tasks=400, data_dir=data_dir)
     os.environ["HS_GENERATED_DIR"] = str(root)
     return root
+
+
+# Databases: a fresh SQLite file, and a fresh PostgreSQL database per test (marked ``postgres`` and
+# skipped with the reason when 127.0.0.1:5432 does not answer; ``hs_test_<hex>``, dropped afterwards).
+PG_HOST, PG_USER = "127.0.0.1", "postgres"
+PG_PORT = int(os.environ.get("HS_TEST_POSTGRES_PORT", "5432"))  # to rehearse the skip path
+PG_ADMIN_DSN = f"host={PG_HOST} port={PG_PORT} user={PG_USER} dbname=postgres connect_timeout=3"
+
+
+@lru_cache(maxsize=1)
+def _postgres_unavailable() -> str | None:
+    try:
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as connection:
+            connection.execute("SELECT 1")
+    except psycopg.Error as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        return f"PostgreSQL at {PG_HOST}:{PG_PORT} is unreachable ({first_line})"
+    return None
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'hs.db'}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    reason = _postgres_unavailable()
+    if reason:
+        pytest.skip(reason)
+    name = f"hs_test_{secrets.token_hex(6)}"
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+    finally:
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request) -> str:
+    """The URL of an empty database, once per backend."""
+    return request.getfixturevalue(f"{request.param}_url")

@@ -56,6 +56,9 @@ def run_migrations_online() -> None:
         with engine.connect() as connection:
             if is_sqlite:  # PRAGMA foreign_keys is a no-op inside a transaction
                 connection.exec_driver_sql("PRAGMA foreign_keys = OFF")
+                # Batch migrations rebuild a table by copy + rename; the legacy rename leaves the analysis
+                # views (0007) pointing at the table's name instead of failing on them.
+                connection.exec_driver_sql("PRAGMA legacy_alter_table = ON")
                 connection.commit()
             context.configure(
                 connection=connection,

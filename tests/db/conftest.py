@@ -1,65 +1,17 @@
-"""Fixtures for the database tests: a fresh SQLite file and a fresh PostgreSQL database.
-
-PostgreSQL tests are marked ``postgres`` and skipped (with the reason) when 127.0.0.1:5432
-does not answer. Each gets its own ``hs_test_<hex>`` database, dropped afterwards.
-"""
+"""Fixtures for the database tests: an engine on a migrated database (db_url, from tests/conftest.py)
+and sample rows."""
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Iterator
-from functools import lru_cache
 from types import SimpleNamespace
 
-import psycopg
 import pytest
 from sqlalchemy import Engine
 
 from db.engine import make_engine, upgrade
 from db.ids import stable_id
 from db.models import BenchTask, Harness, RolloutGroup, Run, Trajectory, Turn
-
-PG_HOST, PG_USER = "127.0.0.1", "postgres"
-PG_PORT = int(os.environ.get("HS_TEST_POSTGRES_PORT", "5432"))  # to rehearse the skip path
-PG_ADMIN_DSN = f"host={PG_HOST} port={PG_PORT} user={PG_USER} dbname=postgres connect_timeout=3"
-
-
-@lru_cache(maxsize=1)
-def _postgres_unavailable() -> str | None:
-    try:
-        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as connection:
-            connection.execute("SELECT 1")
-    except psycopg.Error as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-        return f"PostgreSQL at {PG_HOST}:{PG_PORT} is unreachable ({first_line})"
-    return None
-
-
-@pytest.fixture
-def sqlite_url(tmp_path) -> str:
-    return f"sqlite:///{tmp_path / 'hs.db'}"
-
-
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    reason = _postgres_unavailable()
-    if reason:
-        pytest.skip(reason)
-    name = f"hs_test_{secrets.token_hex(6)}"
-    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request) -> str:
-    """The URL of an empty database, once per backend."""
-    return request.getfixturevalue(f"{request.param}_url")
 
 
 @pytest.fixture

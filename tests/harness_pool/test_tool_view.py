@@ -1,7 +1,7 @@
 import pytest
 
 from envs.base import AnswerAction, SqlAction
-from harness_pool.tool_view import parse_dbbench_text
+from harness_pool.tool_view import parse_action, parse_dbbench_json, parse_dbbench_text
 
 
 def test_operation_with_sql_block():
@@ -43,3 +43,62 @@ def test_first_action_line_wins():
 def test_scalar_answers_are_accepted_only_when_the_harness_allows():
     assert parse_dbbench_text("Action: Answer\nFinal Answer: 5", accept_scalar_answer=True).action == AnswerAction([5])
     assert parse_dbbench_text("Action: Answer\nFinal Answer: Paris", accept_scalar_answer=True).action == AnswerAction(["Paris"])
+
+
+# dbbench_json_v1: one JSON function call per reply.
+
+def test_json_bare_call_runs_sql():
+    parsed = parse_dbbench_json('{"name": "execute_sql", "arguments": {"sql": "  SELECT * FROM `t` LIMIT 3; "}}')
+    assert parsed.kind == "sql" and parsed.action == SqlAction("SELECT * FROM `t` LIMIT 3;")
+
+
+def test_json_call_in_a_fenced_block_after_prose():
+    text = ('Let me look at the rows first; note {this} is not JSON.\n```json\n'
+            '{"name": "execute_sql", "arguments": {"sql": "SELECT `a {b}` FROM `t`"}}\n```\nDone.')
+    assert parse_dbbench_json(text).action == SqlAction("SELECT `a {b}` FROM `t`")
+
+
+def test_json_answer_list_and_first_call_wins():
+    text = ('{"name": "submit_answer", "arguments": {"answer": ["x", 3, [1, 2]]}}\n'
+            '{"name": "execute_sql", "arguments": {"sql": "SELECT 1"}}')
+    parsed = parse_dbbench_json(text)
+    assert parsed.kind == "answer" and parsed.action == AnswerAction(["x", 3, [1, 2]])
+    assert parse_dbbench_json('{"name": "submit_answer", "arguments": {"answer": []}}').action == AnswerAction([])
+
+
+def test_json_wrapped_call_and_string_encoded_arguments():
+    text = '{"type": "function", "function": {"name": "execute_sql", "arguments": "{\\"sql\\": \\"SELECT 2\\"}"}}'
+    assert parse_dbbench_json(text).action == SqlAction("SELECT 2")
+
+
+def test_json_scalar_answers_are_accepted_only_when_the_harness_allows():
+    text = '{"name": "submit_answer", "arguments": {"answer": 5}}'
+    assert parse_dbbench_json(text).error == "answer_not_list"
+    assert parse_dbbench_json(text, accept_scalar_answer=True).action == AnswerAction([5])
+    assert parse_action("dbbench_json_v1", text, True).action == AnswerAction([5])
+
+
+@pytest.mark.parametrize("text,error", [
+    ("Action: Operation\n```sql\nSELECT 1\n```", "no_function_call"),
+    ("", "no_function_call"),
+    ('```json\n{"name": "execute_sql", "arguments": {"sql": "SELECT 1"}\n```', "no_function_call"),
+    ("{'name': 'execute_sql', 'arguments': {'sql': 'SELECT 1'}}", "no_function_call"),
+    ('{"name": "run_query", "arguments": {"sql": "SELECT 1"}}', "unknown_function"),
+    ('{"name": "execute_sql", "arguments": {"sql": "   "}}', "empty_sql"),
+    ('{"name": "execute_sql", "arguments": {"query": "SELECT 1"}}', "empty_sql"),
+    ('{"name": "execute_sql", "arguments": ["SELECT 1"]}', "bad_arguments"),
+    ('{"name": "execute_sql", "arguments": "not json"}', "bad_arguments"),
+    ('{"name": "submit_answer", "arguments": {}}', "missing_answer"),
+    ('{"name": "submit_answer", "arguments": {"answer": "Paris"}}', "answer_not_list"),
+])
+def test_json_malformed_calls_are_invalid_with_a_reason(text, error):
+    parsed = parse_dbbench_json(text)
+    assert parsed.kind == "invalid" and parsed.error == error and parsed.action is None
+
+
+def test_protocols_do_not_accept_each_others_format():
+    call = '{"name": "execute_sql", "arguments": {"sql": "SELECT 1"}}'
+    assert parse_action("dbbench_text_v1", call).error == "no_action"
+    assert parse_action("dbbench_json_v1", call).action == SqlAction("SELECT 1")
+    with pytest.raises(ValueError, match="unknown tool-view protocol"):
+        parse_action("dbbench_xml_v1", call)

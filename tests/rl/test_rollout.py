@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -9,7 +11,7 @@ from envs.dbbench.data import load_split
 from envs.dbbench.env import DbBenchEnv
 from harness_pool.spec import Condition, HookRule, load_harness
 from rl.policy import ChatSession, Generation, Sampling
-from rl.rollout import RolloutSpec, run_rollouts
+from rl.rollout import RolloutSpec, behaviour_tags, run_rollouts
 
 
 class ReplayPolicy:
@@ -145,3 +147,38 @@ def test_a_code_hook_rewrites_the_sql_the_environment_runs(data_dir):
     assert result.verdict.success  # the table was changed by the rewritten statement
     assert "INSRT" in result.turns[0].completion_text and result.turns[0].action["sql"] == task.gold_sql
     assert result.turns[0].hook_events[0]["effect"] == "rewrite"
+
+
+def test_fc_tools_json_calls_drive_the_real_environment(data_dir):
+    task = _task("INSERT")
+    sql = json.dumps({"name": "execute_sql", "arguments": {"sql": task.gold_sql}})
+    policy = ReplayPolicy([f"```json\n{sql}\n```", '{"name": "submit_answer", "arguments": {"answer": []}}'])
+    [result] = run_rollouts(policy, [RolloutSpec(task, load_harness("fc_tools"), 0)], DbBenchEnv, Sampling())
+    assert result.verdict.success and result.end_reason == "answered"
+    assert [t.action_kind for t in result.turns] == ["sql", "answer"] and result.turns[0].action["sql"] == task.gold_sql
+
+
+def test_fc_tools_ends_on_a_text_protocol_reply(data_dir):
+    policy = ReplayPolicy(["Action: Operation\n```sql\nSELECT 1\n```"])
+    [result] = run_rollouts(policy, [RolloutSpec(_task("counting"), load_harness("fc_tools"), 0)], DbBenchEnv,
+                            Sampling())
+    assert result.failure_kind == "format_error" and result.turns[0].parse_error == "no_function_call"
+
+
+@pytest.mark.parametrize("queries,tagged", [
+    (["UPDATE `t` SET a = 1", "SELECT * FROM `t`"], True),
+    (["  insert into `t` values (1)", "select a from `t`"], True),
+    (["SELECT * FROM `t`", "UPDATE `t` SET a = 1"], False),
+    (["INSERT INTO `t` VALUES (1)"], False),
+    (["DELETE FROM `t`", "UPDATE `t` SET a = 2"], False),
+    ([], False),
+])
+def test_rechecked_mutation_tag(queries, tagged):
+    assert ("rechecked_mutation" in behaviour_tags(queries, answered=True)) == tagged
+
+
+def test_existing_behaviour_tags_are_unchanged():
+    assert behaviour_tags([], answered=True) == ["answered_without_query"]
+    assert behaviour_tags(["SELECT 1", "select  1", "UPDATE t SET a = 1", "SELECT 2"], answered=True) == [
+        "repeated_query", "inspected_first", "rechecked_mutation"]
+    assert behaviour_tags(["UPDATE t SET a = 1"], answered=False) == []

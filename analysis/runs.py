@@ -1,0 +1,68 @@
+"""Which runs a report compares: each given run (a pipeline or a training run, by id or name)
+becomes a Method with its training run, its evaluations by label and a readable label.
+
+A pipeline run's results document (tasks/pipeline.record_results) names its training run and
+its evaluation runs ("before", "after", "rank1", "rank1-before", "outside-<harness>"); a bare
+training run (e.g. an RQ3 router variant trained with `hs train`) has no evaluations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from db.models import Run
+
+REPORTABLE_KINDS = ("pipeline", "train")
+
+
+@dataclass(frozen=True)
+class Method:
+    label: str
+    run_id: str
+    train_run_id: str | None
+    mode: str
+    router: str | None
+    base_harness: str
+    evaluations: dict[str, str] = field(default_factory=dict)  # label -> evaluation run id
+
+    def eval_run(self, label: str) -> str | None:
+        return self.evaluations.get(label)
+
+
+def find_run(session: Session, id_or_name: str) -> Run:
+    """The run with this id, else the newest pipeline/training run with this name."""
+    run = session.get(Run, id_or_name)
+    if run is None:
+        run = session.scalars(select(Run).where(Run.name == id_or_name, Run.kind.in_(REPORTABLE_KINDS))
+                              .order_by(Run.created_at.desc())).first()
+    if run is None or run.kind not in REPORTABLE_KINDS:
+        raise LookupError(f"no pipeline or training run '{id_or_name}': give a run id or name from "
+                          "`hs report training` or the runs table (kind 'pipeline' or 'train')")
+    return run
+
+
+def method_of(session: Session, run: Run) -> Method:
+    if run.kind == "pipeline":
+        results = run.results or {}
+        train_run_id = results.get("train_run_id")
+        train_config = run.config.get("train", {})
+        evaluations = {label: e["run_id"] for label, e in results.get("evaluations", {}).items()}
+    else:
+        train_run_id, train_config, evaluations = run.id, run.config, {}
+    mode = train_config.get("mode", "harness_s")
+    router = train_config.get("router", {}).get("kind") if mode == "harness_s" else None
+    label = f"{mode} ({router})" if router else mode
+    return Method(label=label, run_id=run.id, train_run_id=train_run_id, mode=mode, router=router,
+                  base_harness=train_config.get("harness", "h0"), evaluations=evaluations)
+
+
+def resolve_methods(session: Session, main: str, baselines: list[str]) -> list[Method]:
+    """The main method first, then the baselines; duplicate labels get the run name appended."""
+    runs = [find_run(session, main)] + [find_run(session, b) for b in baselines]
+    methods = [method_of(session, r) for r in runs]
+    labels = [m.label for m in methods]
+    return [m if labels.count(m.label) == 1 else
+            Method(**{**m.__dict__, "label": f"{m.label} [{r.name}]"}) for m, r in zip(methods, runs)]

@@ -1,0 +1,191 @@
+"""The RQ1-RQ6 report on a hand-built database (tests/analysis/handbuilt_db.py): every table's numbers
+exact, every figure drawn from its table, and `hs report` writing report.md with the PNGs."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from analysis import figures, research
+from analysis.report import build_report, write_report
+from analysis.runs import resolve_methods
+from db.engine import make_engine, session_scope, upgrade
+
+_spec = importlib.util.spec_from_file_location("handbuilt_db", Path(__file__).with_name("handbuilt_db.py"))
+handbuilt = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(handbuilt)
+
+MAIN, BASELINES = "pipe-hs", ["compare-grpo", "train-fp"]  # by id, by name, by id
+HS, GRPO, FP = "harness_s (adaptive)", "grpo", "harness_s (fixed_profiles)"
+approx = pytest.approx
+
+
+@pytest.fixture
+def session(db_url):
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    with session_scope(engine) as s:
+        handbuilt.build(s)
+    with session_scope(engine) as s:
+        yield s
+    engine.dispose()
+
+
+@pytest.fixture
+def methods(session):
+    return resolve_methods(session, MAIN, BASELINES)
+
+
+def _records(df, key):
+    return {row[key]: row for row in df.to_dict("records")}
+
+
+def test_methods_resolve_by_id_and_name(methods):
+    assert [(m.label, m.run_id, m.train_run_id) for m in methods] == [
+        (HS, "pipe-hs", "train-hs"), (GRPO, "pipe-grpo", "train-grpo"), (FP, "train-fp", "train-fp")]
+    assert methods[0].eval_run("rank1-before") == "ev-r1b" and methods[2].evaluations == {}
+
+
+def test_unknown_run_is_a_lookup_error(session):
+    with pytest.raises(LookupError, match="no pipeline or training run 'nope'"):
+        resolve_methods(session, "nope", [])
+
+
+def test_rq1_main_table(session, methods):
+    df = research.rq1_main_table(session, methods)
+    got = {(r["method"], r["routing"]): (r["pass_mean"], r["pass_std"], r["avg_mean"], r["avg_std"], r["seeds"])
+           for r in df.to_dict("records")}
+    assert got == {
+        ("base policy", "H0"): approx((25.0, 25.0, 100 / 12, 100 / 12, 2)),
+        ("base policy", "Rank-1"): approx((0.0, 0.0, 0.0, 0.0, 1)),
+        (HS, "H0"): approx((75.0, 25.0, 100 / 3, 50 / 3, 2)),
+        (HS, "Rank-1"): approx((50.0, 0.0, 50.0, 0.0, 1)),
+        (GRPO, "H0"): approx((50.0, 0.0, 25.0, 25 / 3, 2)),
+    }
+
+
+def test_rq2_signals_and_validation(session, methods):
+    rows = _records(research.rq2_signals(session, methods), "method")
+    assert rows[HS] == approx({"method": HS, "updates": 4, "valid_group_ratio": 0.5, "effective_token_ratio": 0.4,
+                               "first_group_success": 0.25, "rescues": 7.0, "rescue_success": 2 / 7,
+                               "rollouts_spent": 76.0, "rollouts_vs_grpo": 76 / 48})
+    assert pd.isna(rows[GRPO]["rescue_success"]) and rows[GRPO]["valid_group_ratio"] == approx(0.25)
+    assert rows[FP]["rescue_success"] == approx(1 / 3) and rows[FP]["rollouts_vs_grpo"] == approx(1.5)
+    val = research.rq2_validation(session, methods)
+    assert {(r["method"], r["step"]): r["h0_success"] for r in val.to_dict("records")} == approx({
+        (HS, 0): 0.25, (HS, 2): 0.5, (HS, 4): 0.75, (GRPO, 0): 0.25, (GRPO, 2): 0.25, (GRPO, 4): 0.5,
+        (FP, 0): 0.25, (FP, 2): 0.25, (FP, 4): 0.25})
+
+
+def test_rq3_stages_and_reanchoring_ablation(session, methods):
+    stages = research.rq3_rescue_by_stage(session, methods)
+    assert {(r["router"], r["stage"]): (r["rescues"], r["rescue_success"]) for r in stages.to_dict("records")} == {
+        ("adaptive", "0-1"): approx((3.0, 1 / 3)), ("adaptive", "2-3"): approx((4.0, 0.25)),
+        ("fixed_profiles", "0-1"): approx((4.0, 0.5)), ("fixed_profiles", "2-3"): approx((2.0, 0.0))}
+    ablation = _records(research.rq3_reanchoring_ablation(stages), "stage")
+    assert ablation["0-1"]["difference"] == approx(1 / 3 - 0.5) and ablation["2-3"]["difference"] == approx(0.25)
+
+
+def test_rq4_behaviours_and_transfers(session, methods):
+    df = research.rq4_behaviours(session, methods)
+    got = {(r["policy"], r["behaviour"]): r["share"] for r in df.to_dict("records")}
+    assert got == approx({
+        ("base policy", "inspected_first"): 0.25, ("base policy", "repeated_query"): 0.0,
+        ("base policy", "answered_without_query"): 0.5, ("base policy", "rechecked_mutation"): 0.0,
+        (GRPO, "inspected_first"): 0.0, (GRPO, "repeated_query"): 1 / 3,
+        (GRPO, "answered_without_query"): 0.0, (GRPO, "rechecked_mutation"): 0.0,
+        (HS, "inspected_first"): 0.75, (HS, "repeated_query"): 0.0,
+        (HS, "answered_without_query"): 0.0, (HS, "rechecked_mutation"): 1 / 6})
+    transfers = research.rq4_transfers(session, methods).to_dict("records")
+    assert transfers == [{"bench_task_id": "d1", "task_type": "select", "before": "0/6", "after": "3/6",
+                          "before_behaviours": "answered_without_query x3",
+                          "after_behaviours": "inspected_first x6, rechecked_mutation x2"}]
+
+
+def test_rq5_rank1_shares_and_edge(session, methods):
+    shares = _records(research.rq5_rank1_shares(session, methods), "harness")
+    assert (shares["h0"]["before"], shares["h0"]["after"]) == approx((0.0, 0.5))
+    assert (shares["sib_a"]["before"], shares["sib_a"]["after"]) == approx((1.0, 0.5))
+    edge = _records(research.rq5_rank1_edge(session, methods), "when")
+    assert (edge["before"]["pass_edge"], edge["before"]["avg_edge"]) == approx((-25.0, -100 / 12))
+    assert (edge["after"]["pass_edge"], edge["after"]["avg_edge"]) == approx((-25.0, 50 - 100 / 3))
+
+
+def test_rq6_outside_harnesses(session, methods):
+    rows = _records(research.rq6_outside(session, methods), "harness")
+    assert set(rows) == {"h0", "terse"}
+    assert (rows["h0"]["pass_mean"], rows["h0"]["in_pool"]) == (approx(75.0), True)
+    assert (rows["terse"]["pass_mean"], rows["terse"]["in_pool"]) == (approx(0.0), False)
+
+
+def test_phenomena(session, methods):
+    loc = {(r["step"], r["sibling"]): (r["solved"], r["fixed"], r["broken"])
+           for r in research.locality(session, methods).to_dict("records")}
+    assert loc == {(0, "sib_a"): (2, 1, 0), (0, "sib_b"): (0, 0, 1), (2, "sib_a"): (2, 1, 1),
+                   (2, "sib_b"): (1, 1, 2), (4, "sib_a"): (1, 1, 3), (4, "sib_b"): (1, 0, 2)}
+    comp = _records(research.complementarity(session, methods), "step")
+    assert [v for s in (0, 2, 4) for v in (comp[s]["h0"], comp[s]["best_single"], comp[s]["oracle_union"])] == approx(
+        [0.25, 0.5, 0.5, 0.5, 0.5, 0.5, 0.75, 0.25, 0.5])
+    assert comp[0]["best_single_name"] == "sib_a"
+    edges = _records(research.non_stationarity(session, methods), "sibling")
+    assert [edges["sib_a"][f"step {s}"] for s in (0, 2, 4)] == approx([0.25, 0.0, -0.5])
+    assert [edges["sib_b"][f"step {s}"] for s in (0, 2, 4)] == approx([-0.25, -0.25, -0.5])
+
+
+def _bar_heights(fig, label):
+    from matplotlib.container import BarContainer
+
+    return [p.get_height() for c in fig.axes[0].containers
+            if isinstance(c, BarContainer) and c.get_label() == label for p in c.patches]
+
+
+def test_figures_plot_their_tables(session, methods):
+    report = build_report(session, MAIN, BASELINES)
+    t = report.tables
+    rq1 = figures.rq1_figure(t["rq1"])
+    h0 = t["rq1"][t["rq1"]["routing"] == "H0"]
+    assert _bar_heights(rq1, "H0") == approx(list(h0["pass_mean"]))  # methods in table order, all have H0
+    rank1 = _bar_heights(rq1, "Rank-1")
+    assert rank1[:2] == approx([0.0, 50.0])  # base policy, harness_s; grpo has no Rank-1 bar value
+    rq2 = figures.rq2_figure(t["rq2_validation"])
+    lines = {line.get_label(): list(line.get_ydata()) for line in rq2.axes[0].get_lines()}
+    assert lines[HS] == approx([0.25, 0.5, 0.75]) and lines[GRPO] == approx([0.25, 0.25, 0.5])
+    rq3 = figures.rq3_figure(t["rq3"])
+    assert _bar_heights(rq3, "adaptive") == approx([1 / 3, 0.25])
+    assert _bar_heights(rq3, "fixed_profiles") == approx([0.5, 0.0])
+    rq4 = figures.rq4_figure(t["rq4"])
+    assert _bar_heights(rq4, HS) == approx([0.75, 0.0, 0.0, 1 / 6])
+    assert _bar_heights(rq4, "base policy") == approx([0.25, 0.0, 0.5, 0.0])
+    rq5 = figures.rq5_figure(t["rq5"])
+    assert _bar_heights(rq5, "before") == approx([0.0, 1.0]) and _bar_heights(rq5, "after") == approx([0.5, 0.5])
+    ns = figures.non_stationarity_figure(t["non_stationarity"])
+    lines = {line.get_label(): list(line.get_ydata()) for line in ns.axes[0].get_lines()
+             if not line.get_label().startswith("_")}
+    assert lines["sib_a"] == approx([0.25, 0.0, -0.5])
+
+
+def test_write_report_and_cli(db_url, session, tmp_path):
+    report = build_report(session, MAIN, BASELINES)
+    path = write_report(report, tmp_path / "r", "hs report ...")
+    text = path.read_text()
+    assert "75.00 ± 25.00" in text and "H0 is Rank-1 on 0.0% of tasks before training and 50.0% after." in text
+    assert "rescue success over all stages" in text.lower() and "adaptive 2/7" in text and "fixed_profiles 2/6" in text
+    pngs = sorted(p.name for p in (tmp_path / "r").glob("*.png"))
+    assert pngs == sorted(["rq1_pass.png", "rq2_h0_validation.png", "rq3_rescue_by_stage.png", "rq4_behaviours.png",
+                           "rq5_rank1_shares.png", "non_stationarity.png"])
+    assert all((tmp_path / "r" / p).stat().st_size > 1000 for p in pngs)
+
+    from cli.main import app
+
+    out = tmp_path / "cli"
+    result = CliRunner().invoke(app, ["report", "--run", "compare-hs", "--baseline", "pipe-grpo", "--out", str(out),
+                                      "--database-url", db_url])
+    assert result.exit_code == 0, result.output
+    assert "comparing harness_s (adaptive), grpo" in result.output
+    assert "| grpo" in (out / "report.md").read_text() and "nan" not in (out / "report.md").read_text()
+    bad = CliRunner().invoke(app, ["report", "--run", "nope", "--out", str(out), "--database-url", db_url])
+    assert bad.exit_code == 2 and "no pipeline or training run 'nope'" in bad.output
