@@ -10,7 +10,9 @@ from configs.pipeline import PipelineConfig
 from configs.schema import ConfigError, load_config
 from db.engine import make_engine, session_scope
 from db.models import Evaluation, RouterDecision, Run, Trajectory
+from analysis.report import build_report
 from harness_pool.pool_store import load_pool
+from harness_pool.spec import load_harness
 
 
 def tiny_pipeline(tmp_path, **changes) -> PipelineConfig:
@@ -23,7 +25,8 @@ def tiny_pipeline(tmp_path, **changes) -> PipelineConfig:
                   "sampling": {"max_new_tokens": 12}, "env": {"max_rounds": 1}, "wandb": "disabled",
                   "router": {"kind": "adaptive", "voters": ["statistics"]},
                   "state_dir": str(tmp_path / "runs"), "results_dir": str(tmp_path / "results")},
-        "evaluate": {"split": "dev", "limit": 2, "k": 1, "seeds": 1, "group_concurrency": 2},
+        "evaluate": {"split": "dev", "limit": 2, "k": 1, "seeds": 1, "group_concurrency": 2,
+                     "rank1_before": True, "outside": ["fc_tools"]},
     }
     data.update(changes)
     return PipelineConfig.model_validate(data)
@@ -45,7 +48,7 @@ def test_pipeline_config_errors_are_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_pipeline_trains_on_the_frozen_pool_and_evaluates_before_after_and_rank1(
+def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
         tmp_path, train_dir, prefect_api, monkeypatch):
     from flows.harness_s import harness_s
     from tasks.pipeline import pipeline_run_id
@@ -55,7 +58,7 @@ def test_pipeline_trains_on_the_frozen_pool_and_evaluates_before_after_and_rank1
     cfg = tiny_pipeline(tmp_path)
     result = harness_s(cfg, database_url=url)
 
-    assert list(result["evaluations"]) == ["before", "after", "rank1"]
+    assert list(result["evaluations"]) == ["before", "after", "rank1", "rank1-before", "outside-fc_tools"]
     assert result["checkpoint"] == f"{result['train_run_id']}-u1"
     assert result["training"]["updates"] == 1
     _, h0, siblings = load_pool("v1")
@@ -63,17 +66,33 @@ def test_pipeline_trains_on_the_frozen_pool_and_evaluates_before_after_and_rank1
         train_run = s.get(Run, result["train_run_id"])
         assert train_run.config["pool"] == ["pool:v1"] and train_run.status == "completed"
         models = {label: s.get(Run, e["run_id"]).config["policy"]["model"] for label, e in result["evaluations"].items()}
-        assert models == {"before": "smollm2-135m", "after": result["checkpoint"], "rank1": result["checkpoint"]}
-        rank1_run = result["evaluations"]["rank1"]["run_id"]
-        decisions = s.scalars(select(RouterDecision).where(RouterDecision.run_id == rank1_run)).all()
-        assert len(decisions) == 2 and {d.purpose for d in decisions} == {"rank1"}
-        assert {d.chosen[0] for d in decisions} <= {s_.id for s_ in siblings} | {h0.id}
+        assert models == {"before": "smollm2-135m", "after": result["checkpoint"], "rank1": result["checkpoint"],
+                          "rank1-before": "smollm2-135m", "outside-fc_tools": result["checkpoint"]}
+        for label, version in (("rank1", 1), ("rank1-before", 0)):  # newest profiles vs the first re-anchor's
+            run_id = result["evaluations"][label]["run_id"]
+            decisions = s.scalars(select(RouterDecision).where(RouterDecision.run_id == run_id)).all()
+            assert len(decisions) == 2 and {d.purpose for d in decisions} == {"rank1"}
+            assert {d.profile_version for d in decisions} == {version}
+            assert {d.chosen[0] for d in decisions} <= {s_.id for s_ in siblings} | {h0.id}
+        outside = s.scalars(select(Trajectory.harness_id).where(
+            Trajectory.run_id == result["evaluations"]["outside-fc_tools"]["run_id"])).all()
+        assert set(outside) == {load_harness("fc_tools").id}
         reanchored = {e.harness_id for e in s.scalars(select(Evaluation).where(Evaluation.run_id == train_run.id))}
         assert {s_.id for s_ in siblings} <= reanchored  # every pool sibling validated at the re-anchors
         row = s.get(Run, pipeline_run_id(cfg))
         assert row.kind == "pipeline" and row.results["train_run_id"] == result["train_run_id"]
         assert row.results["evaluations"]["after"]["avg"] == result["evaluations"]["after"]["avg"]
         n_traj = s.scalar(select(func.count()).select_from(Trajectory))
+
+        report = build_report(s, "pipe", [])  # by name: the report reads the same numbers back from the views
+        rq1 = {(r["method"], r["routing"]): r["pass_mean"] for r in report.tables["rq1"].to_dict("records")}
+        assert rq1 == {("base policy", "H0"): result["evaluations"]["before"]["pass"]["mean"],
+                       ("base policy", "Rank-1"): result["evaluations"]["rank1-before"]["pass"]["mean"],
+                       ("harness_s (adaptive)", "H0"): result["evaluations"]["after"]["pass"]["mean"],
+                       ("harness_s (adaptive)", "Rank-1"): result["evaluations"]["rank1"]["pass"]["mean"]}
+        assert set(report.tables["rq6"]["harness"]) == {"h0", "fc_tools"}
+        assert report.tables["rq5"]["before"].sum() == pytest.approx(1.0)
+        assert report.tables["rq2_validation"]["step"].tolist() == [0, 1]
 
     again = harness_s(cfg, database_url=url)  # everything finished: nothing runs twice, no row duplicated
     assert again["evaluations"] == result["evaluations"]
@@ -85,3 +104,14 @@ def test_pipeline_trains_on_the_frozen_pool_and_evaluates_before_after_and_rank1
 def test_committed_pipeline_configs_validate(path):
     cfg = load_config(PipelineConfig, path)
     assert cfg.pool_name() and cfg.train.mode == "harness_s" and cfg.train.warm_start
+
+
+@pytest.mark.parametrize("method", ["harness_s", "grpo", "h0_rescue", "fixed_mixture"])
+def test_comparison_configs_validate(method):
+    """configs/compare: one training phase, each method's pipeline differing in its mode (and pool) only."""
+    cfg = load_config(PipelineConfig, f"configs/compare/{method}.yaml")
+    base = load_config(PipelineConfig, "configs/compare/harness_s.yaml")
+    assert cfg.train.mode == method and cfg.train.warm_start == base.train.warm_start
+    assert (cfg.train.updates, cfg.train.k, cfg.train.seed) == (base.train.updates, base.train.k, base.train.seed)
+    assert cfg.evaluate.model_dump(include={"split", "every", "k", "seeds"}) == \
+        base.evaluate.model_dump(include={"split", "every", "k", "seeds"})
