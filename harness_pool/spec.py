@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness_pool.sandbox import SandboxError, check_hook_source
 
@@ -158,6 +158,20 @@ class HarnessSpec(_Frozen):
     def id(self) -> str:
         return harness_id(self)
 
+    @model_validator(mode="after")
+    def _templates_render(self) -> HarnessSpec:
+        """Prompts, skills, guidance and hook messages are filled with str.format at run time: a stray brace
+        (e.g. a JSON example) would crash every episode, so it is rejected here, where the file is checked."""
+        texts = {"prompts.system (with skills and guidance)": self.system_message(), "prompts.task_template": self.prompts.task_template,
+                 "prompts.observation_template": self.prompts.observation_template,
+                 **{f"hooks.{i}.message": rule.message for i, rule in enumerate(self.hooks)}}
+        for where, template in texts.items():
+            try:
+                template.format_map(_AnyField())
+            except (ValueError, IndexError) as exc:
+                raise ValueError(f"{where} is not a valid template ({exc}); write literal braces as {{{{ and }}}}") from None
+        return self
+
     def system_message(self) -> str:
         parts = [self.prompts.system.strip()]
         if self.skills:
@@ -165,6 +179,11 @@ class HarnessSpec(_Frozen):
         if self.guidance:
             parts.append(self.guidance.strip())
         return "\n\n".join(parts)
+
+
+class _AnyField(dict):
+    def __missing__(self, key: str) -> str:
+        return ""
 
 
 class HarnessError(ValueError):

@@ -41,3 +41,28 @@ def test_broken_harness_files_give_one_line_errors(tmp_path: Path):
     assert "\n" not in str(info.value)
     with pytest.raises(HarnessError, match="not found"):
         load_harness("no-such-harness")
+
+
+@pytest.mark.parametrize("where, text", [
+    ("prompts.system", 'Reply with {"name": "execute_sql"}'),      # a JSON example with single braces
+    ("hooks.0.message", "Use the table {0} now"),                    # a positional field
+    ("prompts.task_template", "{description"),                      # an unclosed brace
+])
+def test_a_template_that_would_crash_str_format_is_rejected_when_loaded(tmp_path: Path, where, text):
+    data = load_harness("h0").model_dump(mode="json")
+    if where == "hooks.0.message":
+        data["hooks"] = [{"at": "on_init", "effect": "inject", "message": text}]
+    else:
+        data["prompts"][where.split(".")[1]] = text
+    path = tmp_path / "braces.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(HarnessError, match=r"not a valid template .*write literal braces as \{\{ and \}\}") as info:
+        load_harness(path)
+    assert where.split(".")[0] in str(info.value) and "\n" not in str(info.value)
+    data_ok = load_harness("h0").model_dump(mode="json")
+    data_ok["prompts"]["system"] += '\nReply with {{"name": "execute_sql"}} and see {table_name}.'
+    path.write_text(yaml.safe_dump(data_ok))
+    from harness_pool.runtime import fill
+
+    shown = fill(load_harness(path).system_message(), {"table_name": "t"})  # doubled braces load and render single
+    assert 'Reply with {"name": "execute_sql"} and see t.' in shown
