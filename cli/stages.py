@@ -9,7 +9,7 @@ dvc.lock pins the exact data, pool and results of a run.
   pool     -> evolve and freeze the pool into harness_pool/pools/<benchmark>/<evolve.pool.version>/
   train    -> GRPO + harness rescue on that pool; .hs/dvc/train.json (run id, checkpoint)
   evaluate -> H0 before/after, Rank-1, outside harnesses; .hs/dvc/results.json
-  report   -> reports/dvc/results.md (the results table)
+  report   -> reports/dvc/ (results.md: the results table; report.md + PNGs: `hs report` of this run)
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from cli.errors import user_errors
 
 STAGES = ("data", "pool", "train", "evaluate", "report")
 OUT = Path(".hs/dvc")
+REPORT_DIR = Path("reports/dvc")
 
 
 @user_errors
@@ -80,10 +81,18 @@ def _evaluate(cfg, database_url) -> None:
 
 
 def _report(cfg, database_url) -> None:
+    """The results table, and the RQ report of this pipeline run (report.md + figures) beside it."""
+    from analysis.report import build_report, write_report
+    from db.engine import session_scope
+    from tasks.pipeline import pipeline_run_id
+    from tasks.resources import get_engine
+
     results = json.loads((OUT / "results.json").read_text())
-    target = Path("reports/dvc/results.md")
+    target = REPORT_DIR / "results.md"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(results_markdown(cfg.name, results))
+    with session_scope(get_engine(database_url)) as session:
+        write_report(build_report(session, pipeline_run_id(cfg), []), REPORT_DIR, "dvc repro")
     print(target.read_text())
 
 

@@ -58,6 +58,8 @@ def test_dvc_repro_runs_every_stage_in_a_fresh_clone_then_skips_them(tmp_path, d
     assert "dvc" in (clone / "harness_pool/pools/dbbench/.gitignore").read_text()  # tracked by DVC, not git
     report = (clone / "reports/dvc/results.md").read_text()
     assert "| after | h0 | 2 |" in report
+    rq = (clone / "reports/dvc/report.md").read_text()  # the RQ report of the same pipeline run, from the views
+    assert "## RQ1: main table" in rq and "| grpo " in rq and (clone / "reports/dvc/rq1_pass.png").exists()
     with session_scope(make_engine(f"sqlite:///{clone / '.hs/hs.db'}")) as s:
         pipeline = s.scalars(select(Run).where(Run.kind == "pipeline")).one()
         assert pipeline.results["pool_version"] == "dvc" and pipeline.results["training"]["updates"] == 1
