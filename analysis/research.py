@@ -143,7 +143,7 @@ def rq4_policies(methods: list[Method]) -> list[tuple[str, str]]:
     grpo = next((m for m in methods if m.mode == "grpo"), None)
     pairs = [("base policy", main.eval_run("before")), ("grpo", grpo.eval_run("after") if grpo else None),
              (main.label, main.eval_run("after"))]
-    return [(label, run_id) for label, run_id in pairs if run_id]
+    return list(dict((label, run_id) for label, run_id in pairs if run_id).items())  # main may be the grpo run
 
 
 def rq4_behaviours(session: Session, methods: list[Method]) -> pd.DataFrame:

@@ -189,3 +189,14 @@ def test_write_report_and_cli(db_url, session, tmp_path):
     assert "| grpo" in (out / "report.md").read_text() and "nan" not in (out / "report.md").read_text()
     bad = CliRunner().invoke(app, ["report", "--run", "nope", "--out", str(out), "--database-url", db_url])
     assert bad.exit_code == 2 and "no pipeline or training run 'nope'" in bad.output
+
+
+def test_a_baseline_alone_reports_without_the_missing_parts(session, tmp_path):
+    """A GRPO pipeline as the main run: no router stages, no Rank-1, no base-policy evaluation."""
+    report = build_report(session, "pipe-grpo", [])
+    assert report.tables["rq3"].empty and report.tables["rq5"].empty
+    assert report.tables["rq4"]["policy"].unique().tolist() == ["grpo"]  # listed once, though it is also 'the GRPO'
+    text = write_report(report, tmp_path, "").read_text()
+    assert "_no data: the compared runs do not include what this table needs._" in text
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["rq1_pass.png", "rq2_h0_validation.png",
+                                                              "rq4_behaviours.png"]
