@@ -91,20 +91,20 @@ class _SQLiteJSON:
     """JSON access expressions for SQLite (json1 functions)."""
 
     @staticmethod
-    def number(column: str, key: str) -> str:
+    def _numeric(column: str, key: str, sql_type: str) -> str:
         path = f"'$.\"{key}\"'"
         return (
             f"CASE WHEN json_type({column}, {path}) IN ('integer', 'real') "
-            f"THEN CAST(json_extract({column}, {path}) AS REAL) END"
+            f"THEN CAST(json_extract({column}, {path}) AS {sql_type}) END"
         )
 
-    @staticmethod
-    def integer(column: str, key: str) -> str:
-        path = f"'$.\"{key}\"'"
-        return (
-            f"CASE WHEN json_type({column}, {path}) IN ('integer', 'real') "
-            f"THEN CAST(json_extract({column}, {path}) AS INTEGER) END"
-        )
+    @classmethod
+    def number(cls, column: str, key: str) -> str:
+        return cls._numeric(column, key, "REAL")
+
+    @classmethod
+    def integer(cls, column: str, key: str) -> str:
+        return cls._numeric(column, key, "INTEGER")
 
     @staticmethod
     def string(column: str, key: str) -> str:
