@@ -2,7 +2,7 @@
 
 Revision ID: 0007
 Revises: 0006
-Create Date: 2026-12-01
+Create Date: 2026-11-30
 
 The views read the tables and store nothing, so they are always up to date. Query them like
 tables, with the same SQL on both backends, e.g. ``SELECT * FROM eval_scores WHERE run_id = '...'``.
@@ -60,8 +60,9 @@ rank1_shares
     not in harnesses), n_tasks (decisions that chose it), share (n_tasks / all rank1 decisions
     of the run). Decisions with an empty ``chosen`` count in the denominator only.
 
-On SQLite, views name the tables they read: a later migration that rebuilds one of those tables
-in batch mode (copy, drop, rename) must drop the views first and create them again afterwards.
+On SQLite, views name the tables they read. A later migration that rebuilds one of those tables in
+batch mode (copy, drop, rename) works because db/migrations/env.py turns on
+``PRAGMA legacy_alter_table`` (the rename then leaves the views alone); without it the rename fails.
 """
 
 from __future__ import annotations
