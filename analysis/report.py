@@ -64,9 +64,15 @@ def _display(key: str, df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(object).where(df.notna(), None)
 
 
+EMPTY = {  # what an empty table means, where it is a finding rather than missing runs
+    "rq4_transfers": "_none: no evaluation task the base policy never solved under H0 was solved after training._",
+    "rq3_ablation": "_needs both an adaptive and a fixed_profiles run among the compared runs._",
+}
+
+
 def _md(key: str, df: pd.DataFrame, digits: int = 3) -> str:
     if df.empty:
-        return "_no data: the compared runs do not include what this table needs._"
+        return EMPTY.get(key, "_no data: the compared runs do not include what this table needs._")
     return _display(key, df).to_markdown(index=False, floatfmt=f".{digits}f", missingval="-")
 
 

@@ -213,7 +213,9 @@ def rq5_rank1_shares(session: Session, methods: list[Method]) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=["harness", "before", "after"])
     wide = df.pivot_table(index="harness", columns="when", values="share", aggfunc="first", fill_value=0.0)
-    wide = wide.reindex(columns=["before", "after"], fill_value=0.0).reset_index()
+    if main.base_harness not in wide.index:  # never ranked first: a row of zeros, which is the finding
+        wide.loc[main.base_harness] = 0.0
+    wide = wide.reindex(columns=["before", "after"], fill_value=0.0).sort_index().reset_index()
     wide.columns.name = None
     return wide
 

@@ -108,6 +108,7 @@ def test_rq4_behaviours_and_transfers(session, methods):
 
 def test_rq5_rank1_shares_and_edge(session, methods):
     shares = _records(research.rq5_rank1_shares(session, methods), "harness")
+    assert list(shares) == ["h0", "sib_a"]
     assert (shares["h0"]["before"], shares["h0"]["after"]) == approx((0.0, 0.5))
     assert (shares["sib_a"]["before"], shares["sib_a"]["after"]) == approx((1.0, 0.5))
     edge = _records(research.rq5_rank1_edge(session, methods), "when")
@@ -194,9 +195,20 @@ def test_write_report_and_cli(db_url, session, tmp_path):
 def test_a_baseline_alone_reports_without_the_missing_parts(session, tmp_path):
     """A GRPO pipeline as the main run: no router stages, no Rank-1, no base-policy evaluation."""
     report = build_report(session, "pipe-grpo", [])
-    assert report.tables["rq3"].empty and report.tables["rq5"].empty
+    assert report.tables["rq3"].empty and report.tables["rq5"].empty and report.tables["rq4_transfers"].empty
     assert report.tables["rq4"]["policy"].unique().tolist() == ["grpo"]  # listed once, though it is also 'the GRPO'
     text = write_report(report, tmp_path, "").read_text()
     assert "_no data: the compared runs do not include what this table needs._" in text
+    assert "_none: no evaluation task the base policy never solved" in text
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["rq1_pass.png", "rq2_h0_validation.png",
                                                               "rq4_behaviours.png"]
+
+
+def test_the_base_harness_gets_a_rank1_row_even_when_never_chosen(session, methods):
+    from db.models import RouterDecision
+    from sqlalchemy import update
+
+    session.execute(update(RouterDecision).where(RouterDecision.run_id == "ev-r1").values(chosen=[handbuilt.H["sib_b"]]))
+    shares = _records(research.rq5_rank1_shares(session, methods), "harness")
+    assert (shares["h0"]["before"], shares["h0"]["after"]) == (0.0, 0.0)
+    assert shares["sib_b"]["after"] == approx(1.0) and shares["sib_a"]["before"] == approx(1.0)
