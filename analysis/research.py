@@ -8,6 +8,7 @@ Pass@k / Avg@k, which are percent as in the paper. Std is the population std ove
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from statistics import fmean, pstdev
 
@@ -168,14 +169,15 @@ def _outcomes(session: Session, run_id: str) -> dict[str, dict]:
 def _tags(session: Session, run_id: str, task_id: str) -> str:
     rows = _rows(session, "SELECT t.behaviour_tags AS tags FROM trajectories t JOIN rollout_groups g ON "
                  "g.id = t.group_id WHERE t.run_id = :r AND t.bench_task_id = :t AND g.role = 'eval'", r=run_id, t=task_id)
-    counts = Counter(tag for row in rows for tag in (row["tags"] if isinstance(row["tags"], list) else _json(row["tags"])))
+    counts = Counter(tag for row in rows for tag in _doc(row["tags"], []))
     return ", ".join(f"{tag} x{n}" for tag, n in sorted(counts.items())) or "none"
 
 
-def _json(value):
-    import json
-
-    return json.loads(value) if value else []
+def _doc(value, empty):
+    """A JSON column read through text(): already decoded (PostgreSQL JSONB) or a string (SQLite)."""
+    if isinstance(value, str):
+        return json.loads(value)
+    return empty if value is None else value
 
 
 def rq4_transfers(session: Session, methods: list[Method], limit: int = 5) -> pd.DataFrame:
@@ -257,7 +259,7 @@ def _solved_by_harness(session: Session, train_run_id: str) -> dict[int, dict[st
                  r=train_run_id)
     out: dict[int, dict[str, tuple[set, int]]] = {}
     for r in rows:
-        metrics = r["metrics"] if isinstance(r["metrics"], dict) else _json(r["metrics"])
+        metrics = _doc(r["metrics"], {})
         out.setdefault(int(metrics["step"]), {})[r["name"]] = (set(metrics.get("solved", [])), r["n"])
     return out
 
