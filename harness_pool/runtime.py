@@ -10,17 +10,12 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 
-from harness_pool.sandbox import CompiledHook, HookFailure
+from harness_pool.hook_client import HookSession
+from harness_pool.sandbox import HookFailure
 from harness_pool.spec import Condition, HarnessSpec, HookRule
 
 log = logging.getLogger(__name__)
-
-
-@lru_cache(maxsize=256)
-def _compiled(source: str, name: str) -> CompiledHook:
-    return CompiledHook(source, name)
 
 
 class _Blank(dict):
@@ -64,8 +59,18 @@ class HarnessRuntime:
         self.fields = fields
         self.state = EpisodeState()
         self.first_user_message = ""
-        self.notebook: dict = {}  # code hooks' per-episode notes
-        self.code_hooks = [(hook, _compiled(hook.source, hook.name)) for hook in spec.code_hooks]
+        # Code hooks run only in the confined worker process, compiled fresh for this episode.
+        self.hooks = HookSession([(h.name, h.source) for h in spec.code_hooks]) if spec.code_hooks else None
+
+    @property
+    def notebook(self) -> dict:
+        """The code hooks' per-episode notes (JSON values)."""
+        return self.hooks.notebook if self.hooks else {}
+
+    def close(self) -> None:
+        """Forget this episode's compiled hooks in the worker."""
+        if self.hooks is not None:
+            self.hooks.close()
 
     # -- hooks --------------------------------------------------------------------------------
     def _holds(self, cond: Condition, action_kind: str | None) -> bool:
@@ -104,11 +109,11 @@ class HarnessRuntime:
                  ) -> tuple[list[dict[str, str]], list[dict]]:
         """Effects of the code hooks at `point`; a failing hook has none and is logged as an event."""
         effects, events = [], []
-        for hook, compiled in self.code_hooks:
+        for hook in self.spec.code_hooks:
             if hook.at != point:
                 continue
             try:
-                out = compiled(self._context(point, action_kind, sql), self.notebook)
+                out = self.hooks.call(hook.name, self._context(point, action_kind, sql))
             except HookFailure as exc:
                 log.warning("code hook %s failed at %s: %s", hook.name, point, exc)
                 events.append({"at": point, "effect": "hook_error", "hook": hook.name, "error": str(exc)[:300]})

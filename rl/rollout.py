@@ -152,6 +152,7 @@ def run_rollouts(policy: Policy, specs: list[RolloutSpec], make_env: Callable[[o
     finally:
         for e in episodes:
             e.env.close()
+            e.runtime.close()
 
 
 def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int) -> None:

@@ -1,10 +1,11 @@
-"""The code-hook sandbox: static rejections name the construct; calls are time- and output-limited."""
+"""The code-hook sandbox: static rejections name the construct; calls run in the worker, time- and output-limited."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness_pool.sandbox import CompiledHook, HookFailure, SandboxError, SandboxLimits, check_hook_source
+from harness_pool.hook_client import HookSession
+from harness_pool.sandbox import HookFailure, SandboxError, SandboxLimits, check_hook_source
 
 GOOD = '''
 def hook(ctx, nb):
@@ -38,6 +39,16 @@ def hook(ctx, nb):
     ("def hook(ctx):\n    return None", "def hook(ctx, nb)"),
     ("def hook(ctx, nb)\n    return None", "does not parse"),
     ("def hook(ctx, nb):\n    return 2 ** 64", "'Pow' is not allowed in hook code (line 2)"),
+    ("def hook(ctx, nb):\n    def inner():\n        return 1\n    return None", "nested function 'inner'"),
+    ("def helper(x, seen=[]):\n    return x\ndef hook(ctx, nb):\n    return None", "default argument values"),
+    ("def helper(x, *, seen=1):\n    return x\ndef hook(ctx, nb):\n    return None", "default argument values"),
+    ("def hook(ctx, nb):\n    return {'inject': '{0.gi_frame}'.format(ctx)}", "reads an attribute or index"),
+    ("def hook(ctx, nb):\n    t = ctx['instruction']\n    return {'inject': t.format(ctx)}", "constant template"),
+    ("def hook(ctx, nb):\n    return (x for x in ()).gi_frame", "'gi_frame' is not allowed"),
+    ("def hook(ctx, nb):\n    nb.seen = 1\n    return None", "assigning to the attribute 'seen'"),
+    ("def hook(ctx, nb):\n    return {'inject': f'{1:>1000000000}'}", "format width above"),
+    ("def hook(ctx, nb):\n    return {'inject': 'x'.ljust(1000000000)}", "'ljust' with a width"),
+    ("def hook(ctx, nb):\n    return {'inject': '%*s' % (5, 'x')}", "'*' width"),
 ])
 def test_static_check_rejects_with_the_offending_construct(source, construct):
     with pytest.raises(SandboxError, match=None) as info:
@@ -53,31 +64,38 @@ def test_oversize_code_is_rejected():
         check_hook_source(GOOD, SandboxLimits(max_nodes=20))
 
 
+def _call(source: str, ctx: dict | None = None, nb: dict | None = None) -> dict:
+    session = HookSession([("t", source)])
+    session.notebook = dict(nb or {})
+    try:
+        return session.call("t", ctx or {})
+    finally:
+        session.close()
+
+
 def test_a_good_hook_runs_with_a_read_only_context_and_a_notebook():
-    hook = CompiledHook(GOOD)
-    nb: dict = {}
+    session = HookSession([("good", GOOD)])
     ctx = {"action_kind": "answer", "queries": 0, "table_name": "Sales"}
-    assert hook(ctx, nb) == {"block": "Query `Sales` first."}
-    assert hook({**ctx, "queries": 1}, nb) == {}
-    assert nb == {"seen": 2}  # the notebook persists across calls
-    writer = CompiledHook("def hook(ctx, nb):\n    ctx['queries'] = 5\n    return None")
-    with pytest.raises(HookFailure, match="TypeError"):
-        writer({"queries": 0}, {})
+    assert session.call("good", ctx) == {"block": "Query `Sales` first."}
+    assert session.call("good", {**ctx, "queries": 1}) == {}
+    assert session.notebook == {"seen": 2}  # the notebook persists across calls of one episode
+    assert HookSession([("good", GOOD)]).notebook == {}  # and never into the next episode
+    with pytest.raises(HookFailure, match="only change dicts and lists, not mappingproxy"):
+        _call("def hook(ctx, nb):\n    ctx['queries'] = 5\n    return None", {"queries": 0})
 
 
 def test_an_endless_loop_is_stopped_by_the_time_limit():
-    spin = CompiledHook("def hook(ctx, nb):\n    n = 0\n    for i in range(100000):\n"
-                        "        for j in range(100000):\n            n = n + 1\n    return None")
     with pytest.raises(HookFailure, match="time limit"):
-        spin({}, {})
+        _call("def hook(ctx, nb):\n    n = 0\n    for i in range(100000):\n"
+              "        for j in range(100000):\n            n = n + 1\n    return None")
     with pytest.raises(HookFailure, match="range of"):
-        CompiledHook("def hook(ctx, nb):\n    return {'inject': str(len(range(10000000)))}")({}, {})
+        _call("def hook(ctx, nb):\n    return {'inject': str(len(range(10000000)))}")
 
 
 def test_hidden_builtins_and_bad_outputs_fail_the_call():
     with pytest.raises(HookFailure, match="NameError"):
-        CompiledHook("def hook(ctx, nb):\n    return {'inject': repr(ctx)}")({}, {})
+        _call("def hook(ctx, nb):\n    return {'inject': repr(ctx)}")
     with pytest.raises(HookFailure, match="keys among"):
-        CompiledHook("def hook(ctx, nb):\n    return {'force': 'x'}")({}, {})
+        _call("def hook(ctx, nb):\n    return {'force': 'x'}")
     with pytest.raises(HookFailure, match="over 2000 characters"):
-        CompiledHook("def hook(ctx, nb):\n    return {'inject': 'ab' * 5000}")({}, {})
+        _call("def hook(ctx, nb):\n    return {'inject': 'ab' * 5000}")

@@ -1,0 +1,154 @@
+"""The hook worker: the only process that executes harness code hooks.
+
+Started by harness_pool/hook_client.py as `python -I hook_worker.py ROOT PROJECT MEMORY_BYTES`, with an empty
+environment. Before it reads any request it confines itself (what worked is reported in the
+first line it writes, and `hs harness check`/the README describe it):
+- the parent's death kills it (PR_SET_PDEATHSIG), and it gains no privileges (PR_SET_NO_NEW_PRIVS);
+- a new network namespace (no interface but a down loopback), when the kernel allows it;
+- chroot into ROOT, an empty directory the parent made read-only, so no file can be read or
+  written; then, when started as root, the unprivileged user nobody (65534);
+- rlimits: address space, CPU seconds (re-armed before each call), no file writes, no forks,
+  few file descriptors, no core dumps.
+
+Protocol: one JSON object per line on stdin, one reply per line on stdout. Plain JSON crosses
+the boundary, so no object of the parent ever reaches hook code.
+    {"op": "open", "episode": id, "hooks": [{"name", "source"}], "limits": {...}} -> {"ok": true}
+    {"op": "call", "episode": id, "hook": name, "ctx": {...}, "nb": {...}} -> {"effects": {...}, "nb": {...}}
+    {"op": "close", "episode": id} -> {"ok": true}
+Every episode is a fresh compile of its hooks: nothing survives from one episode to the next but
+what the parent sends back in, and the parent sends only that episode's notebook.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import resource
+import sys
+
+# The worker is started with -I (no sys.path from the environment, no user site); its first
+# argument after the root tells it where the project is, so it can import the sandbox policy.
+if __name__ == "__main__":
+    sys.path.insert(0, sys.argv[2])
+
+from harness_pool.sandbox import HookFailure, SandboxError, SandboxLimits, call_hook, compile_hook  # noqa: E402
+
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 1, 38, 4
+CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+NOBODY = 65534
+MAX_REQUEST_BYTES = 1 << 20
+MAX_EPISODES = 4096
+
+
+def confine(root: str, limits: SandboxLimits) -> dict:
+    """Apply every confinement the platform allows; returns what was applied."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    applied: dict = {}
+    applied["die_with_parent"] = libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0) == 0
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    was_root = os.geteuid() == 0
+    flags = CLONE_NEWNET if was_root else CLONE_NEWUSER | CLONE_NEWNET
+    applied["network_namespace"] = libc.unshare(flags) == 0
+    try:
+        os.chroot(root)
+        os.chdir("/")
+        applied["chroot"] = True
+    except OSError:
+        applied["chroot"] = False
+    if was_root:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+    applied["uid"] = os.getuid()
+    applied["no_new_privs"] = libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+    for name, value in (("RLIMIT_AS", limits.memory_bytes), ("RLIMIT_FSIZE", 0), ("RLIMIT_CORE", 0),
+                        ("RLIMIT_NOFILE", 16), ("RLIMIT_NPROC", 0)):
+        try:
+            resource.setrlimit(getattr(resource, name), (value, value))
+            applied[name] = value
+        except (ValueError, OSError):
+            applied[name] = None
+    os.environ.clear()
+    return applied
+
+
+def _arm_cpu_limit(seconds: int) -> None:
+    """The kernel stops this process (SIGXCPU) once one call uses `seconds` more CPU seconds."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = math.ceil(usage.ru_utime + usage.ru_stime)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = used + seconds
+    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.episodes: dict[str, dict] = {}
+        self.limits: dict[str, SandboxLimits] = {}
+
+    def handle(self, request: dict) -> dict:
+        op = request.get("op")
+        episode = str(request.get("episode"))
+        if op == "open":
+            limits = SandboxLimits(**request.get("limits", {}))
+            if len(self.episodes) >= MAX_EPISODES:
+                self.episodes.pop(next(iter(self.episodes)))
+            self.episodes[episode] = {h["name"]: compile_hook(h["source"], h["name"], limits)
+                                      for h in request["hooks"]}
+            self.limits[episode] = limits
+            return {"ok": True}
+        if op == "close":
+            self.episodes.pop(episode, None)
+            self.limits.pop(episode, None)
+            return {"ok": True}
+        if op == "call":
+            hooks = self.episodes.get(episode)
+            if hooks is None:
+                return {"error": "unknown episode", "reopen": True}
+            limits = self.limits[episode]
+            nb = request.get("nb") or {}
+            _arm_cpu_limit(limits.cpu_seconds)
+            effects = call_hook(hooks[request["hook"]], request.get("ctx") or {}, nb, limits)
+            try:
+                size = len(json.dumps(nb))
+            except (TypeError, ValueError):
+                raise HookFailure("the notebook may only hold JSON values (str, number, bool, None, list, dict)") from None
+            if size > limits.max_notebook_chars:
+                raise HookFailure(f"the notebook is {size} characters as JSON; the limit is {limits.max_notebook_chars}")
+            return {"effects": effects, "nb": nb}
+        return {"error": f"unknown op {op!r}"}
+
+
+def _reply(out, payload: dict) -> None:
+    try:
+        text = json.dumps(payload)
+    except (TypeError, ValueError):
+        text = json.dumps({"error": "the notebook may only hold JSON values (str, number, bool, None, list, dict)"})
+    out.write(text + "\n")
+    out.flush()
+
+
+def serve(root: str, memory_bytes: int) -> None:
+    applied = confine(root, SandboxLimits(memory_bytes=memory_bytes))
+    worker = Worker()
+    stdin, stdout = sys.stdin.buffer, sys.stdout
+    _reply(stdout, {"ready": True, "confinement": applied})
+    while True:
+        line = stdin.readline(MAX_REQUEST_BYTES)
+        if not line:
+            return
+        try:
+            payload = worker.handle(json.loads(line))
+        except (HookFailure, SandboxError) as exc:
+            payload = {"error": str(exc)}
+        except MemoryError:
+            payload = {"error": "memory limit exceeded"}
+        except Exception as exc:  # noqa: BLE001 - a bad request must not end the worker
+            payload = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        _reply(stdout, payload)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[3]))
