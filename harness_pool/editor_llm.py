@@ -45,10 +45,14 @@ nothing else at the top level except other plain functions.
 SQL actions: run this SQL instead); values are strings, at most 2000 characters in all.
 - ctx is read-only: point, round, queries, last_error, last_observation, sql_history, \
 action_kind ('sql'|'answer'|'invalid'|None), action_sql, instruction, description, \
-add_description, table_name, headers, sample_rows. nb is a dict kept for the episode.
-- Not allowed: import, while, try, with, lambda, class, global, names starting with '_', \
-eval/exec/open/getattr/type/print and similar. Only simple builtins (len, min, max, sum, \
-sorted, any, all, str, int, list, dict, range, ...). At most 4000 characters; it must be fast.
+add_description, table_name, headers, sample_rows. nb is a dict of JSON values kept for the \
+episode (write nb["key"] = value).
+- Not allowed: import, while, try, with, lambda, class, global, nested functions, default \
+argument values, assigning to attributes, names starting with '_', eval/exec/open/getattr/type/\
+print and similar; .format only on a constant template without attribute or index fields \
+(prefer f-strings). Only simple builtins (len, min, max, sum, sorted, any, all, str, int, list, \
+dict, range, ...). At most 4000 characters; it must be fast (50 ms) and build strings and lists \
+of at most 100,000 items.
 - Prefer declarative edits (add_guard_rule, add_recovery_rule, add_hint) when they suffice."""
 
 
