@@ -24,9 +24,11 @@ from typing import Annotated, Optional  # noqa: E402
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from cli import views  # noqa: E402
+from cli import prefect_guard, views  # noqa: E402
 from cli.errors import flow_failed, user_errors  # noqa: E402
 from cli.pool import pool_app  # noqa: E402
+
+prefect_guard.install()  # a temporary Prefect API started by this process dies with it, even on kill -9
 
 app = typer.Typer(help="harness-s: learning from sibling harnesses.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -61,10 +63,10 @@ def _benchmark(name: str) -> str:
 @user_errors
 def db_upgrade(url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None):
     """Create or migrate the trajectory database to the latest schema."""
-    from db.engine import check_database, database_url, mask_url, upgrade
+    from cli.checks import open_database
+    from db.engine import mask_url, upgrade
 
-    target = url or database_url()
-    check_database(target)
+    target = open_database(url, write=True)
     upgrade(target)
     console.print(f"database at {mask_url(target)} is at the latest revision")
 
@@ -92,11 +94,17 @@ def build_train(benchmark: str = typer.Argument("dbbench"),
                 tiers: Annotated[str, typer.Option(help="Difficulty tiers, e.g. easy,medium,hard")] = "easy,medium,hard",
                 out: Annotated[Optional[Path], typer.Option(help="Output JSONL; default $HS_GENERATED_DIR/dbbench/train.jsonl")] = None):
     """Generate the training split over the real tables (never reusing a test description)."""
+    from cli.checks import check_output_folder
+    from configs.schema import ConfigError
     from envs.dbbench.data import parse_tiers
-    from envs.dbbench.train_split import build_train_split
+    from envs.dbbench.train_split import MIN_TASKS, build_train_split
 
     _benchmark(benchmark)
+    if n_tasks < MIN_TASKS:
+        raise ConfigError(f"--n {n_tasks}: the training split needs at least {MIN_TASKS} tasks; give --n "
+                          f"{MIN_TASKS} or more (default 400)")
     target = out or Path(os.environ.get("HS_GENERATED_DIR", ".hs/data")) / "dbbench" / "train.jsonl"
+    check_output_folder(target, "the training split", "pass --out or set HS_GENERATED_DIR to a writable folder")
     records = build_train_split(target, seed=seed, n_tasks=n_tasks, tiers=parse_tiers(tiers))
     counts = {t: sum(r["tier"] == t for r in records) for t in parse_tiers(tiers)}
     console.print(f"wrote {len(records)} training tasks to {target} ({', '.join(f'{k}: {v}' for k, v in counts.items())})")
@@ -145,7 +153,7 @@ def eval_cmd(
 
 def _preflight(cfg, database_url: str | None) -> None:
     """Fail fast, before Prefect starts, on a broken harness, missing data or unreachable database."""
-    from db.engine import check_database, database_url as default_url
+    from cli.checks import check_training_split, open_database
     from envs.dbbench.data import load_split
     from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
@@ -153,8 +161,10 @@ def _preflight(cfg, database_url: str | None) -> None:
 
     load_harness(cfg.harness, cfg.env.benchmark)
     resolve_pool(cfg.pool, cfg.env.benchmark)
+    if cfg.split == "train":
+        check_training_split(cfg.env.data_dir)
     load_split(cfg.split, data_dir=cfg.env.data_dir, limit=1)
-    check_database(database_url or default_url())
+    open_database(database_url, write=True)
     if cfg.policy.backend == "transformers":
         resolve_model(cfg.policy.model)
 
@@ -171,15 +181,15 @@ def sft_cmd(
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
 ):
     """Warm-start the policy on protocol demonstrations; prints the checkpoint name to evaluate."""
+    from cli.checks import check_training_split, open_database
     from configs.schema import SftConfig, load_config
-    from db.engine import check_database, database_url as default_url
-    from envs.dbbench.data import load_split, parse_tiers
+    from envs.dbbench.data import parse_tiers
 
     overrides = {"steps": steps, "lora": lora, "n_tasks": n_tasks,
                  "tiers": list(parse_tiers(tiers)) if tiers else None}
     cfg = load_config(SftConfig, config, overrides, set_)
-    load_split("train", data_dir=cfg.env.data_dir, limit=1)
-    check_database(database_url or default_url())
+    check_training_split(cfg.env.data_dir)
+    open_database(database_url, write=True)
     from flows.sft import sft
 
     try:
@@ -248,8 +258,7 @@ def _check_launch(cfg, world: int) -> None:
 
 def _train_preflight(cfg, database_url: str | None) -> None:
     """Fail fast on a broken harness or pool, missing data, database or starting checkpoint."""
-    from db.engine import check_database, database_url as default_url
-    from envs.dbbench.data import load_split
+    from cli.checks import check_training_split, open_database
     from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
@@ -258,8 +267,8 @@ def _train_preflight(cfg, database_url: str | None) -> None:
     for name in {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}:
         load_harness(name, cfg.env.benchmark)
     resolve_pool(cfg.pool, cfg.env.benchmark)
-    load_split("train", data_dir=cfg.env.data_dir, limit=1)
-    check_database(database_url or default_url())
+    check_training_split(cfg.env.data_dir)
+    open_database(database_url, write=True)
     if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
         resolve_model(init_checkpoint(cfg))
 
@@ -278,11 +287,12 @@ def report(ctx: typer.Context,
     if run is None:
         raise typer.BadParameter("give --run (a pipeline or training run id or name), or a subcommand such as training")
     from analysis.report import build_report, write_report
-    from db.engine import check_database, database_url as default_url, session_scope
+    from cli.checks import check_output_folder, open_database
+    from db.engine import session_scope
     from tasks.resources import get_engine
 
-    url = database_url or default_url()
-    check_database(url)
+    url = open_database(database_url, write=False)
+    check_output_folder(out / "report.md", "the report", "pass --out with a writable folder")
     with session_scope(get_engine(url)) as session:
         built = build_report(session, run, list(baseline or []))
     command = " ".join(["hs report", f"--run {run}", *[f"--baseline {b}" for b in baseline or []], f"--out {out}"])
@@ -299,12 +309,13 @@ def report_training(run_ids: Annotated[Optional[list[str]], typer.Argument(help=
     from sqlalchemy import select
 
     from analysis.training import summarise_training
+    from cli.checks import open_database
     from db import store
     from db.engine import session_scope
     from db.models import Run
     from tasks.resources import get_engine
 
-    with session_scope(get_engine(database_url)) as session:
+    with session_scope(get_engine(open_database(database_url, write=False))) as session:
         if not run_ids:
             runs = session.scalars(select(Run).where(Run.kind == "train").order_by(Run.created_at)).all()
             views.print_runs(console, runs)
@@ -321,11 +332,11 @@ def traj_list(run: Annotated[Optional[str], typer.Option(help="Run id")] = None,
               limit: Annotated[int, typer.Option(help="Rows")] = 30,
               database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
     """List trajectories, newest first."""
+    from cli.checks import open_database
     from db import store
-    from db.engine import check_database, database_url as default_url, make_engine, session_scope
+    from db.engine import make_engine, session_scope
 
-    url = database_url or default_url()
-    check_database(url)
+    url = open_database(database_url, write=False)
     with session_scope(make_engine(url)) as session:
         rows = store.list_trajectories(session, run_id=run, bench_task_id=task, success=success, limit=limit)
         views.print_trajectory_table(console, rows)
@@ -337,11 +348,11 @@ def traj_show(trajectory_id: str,
               tokens: Annotated[bool, typer.Option(help="Also print token ids with their loss mask")] = False,
               database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
     """Show one trajectory turn by turn; masked (non-policy) spans are dimmed, policy text is green."""
+    from cli.checks import open_database
     from db import store
-    from db.engine import check_database, database_url as default_url, make_engine, session_scope
+    from db.engine import make_engine, session_scope
 
-    url = database_url or default_url()
-    check_database(url)
+    url = open_database(database_url, write=False)
     with session_scope(make_engine(url)) as session:
         views.print_trajectory(console, store.get_trajectory(session, trajectory_id), tokens)
 
@@ -357,16 +368,15 @@ def evolve_cmd(
 ):
     """Evolve sibling harnesses from H0 (diagnose, edit, validate, select), then freeze the pool;
     starting the same command again skips every finished diagnosis and validation."""
+    from cli.checks import check_training_split, open_database
     from configs.schema import EvolveConfig, load_config
-    from db.engine import check_database, database_url as default_url
-    from envs.dbbench.data import load_split
     from harness_pool.spec import load_harness
 
     overrides = {"rounds": rounds, "pool.version": version}
     cfg = load_config(EvolveConfig, config, overrides, set_)
     load_harness(cfg.harness, cfg.env.benchmark)
-    load_split("train", data_dir=cfg.env.data_dir, limit=1)
-    check_database(database_url or default_url())
+    check_training_split(cfg.env.data_dir)
+    open_database(database_url, write=True)
     from flows.evolve import evolve
 
     try:
@@ -389,14 +399,15 @@ def pool_report_cmd(
 ):
     """Locality (tasks each sibling fixes/breaks vs H0), complementarity (oracle union vs best single
     vs H0 at equal rollouts) and pairwise repair overlap, measured by running the pool."""
+    from cli.checks import check_training_split, open_database
     from configs.schema import PoolReportConfig, load_config
-    from db.engine import check_database, database_url as default_url
     from harness_pool.pool_store import load_pool
 
     overrides = {"version": version, "warm_start": warm_start, "policy.model": model, "n_tasks": n_tasks, "k": k}
     cfg = load_config(PoolReportConfig, None, overrides, set_)
     load_pool(cfg.version, cfg.env.benchmark, Path(cfg.pool_root))  # an unknown version fails here, in one line
-    check_database(database_url or default_url())
+    check_training_split(cfg.env.data_dir)
+    open_database(database_url, write=True)
     from flows.pool_report import pool_report
 
     views.print_pool_report(console, pool_report(cfg, database_url=database_url))
@@ -411,11 +422,11 @@ def profiles_show(harness: str = typer.Argument(..., help="Harness name or id pr
     """A sibling's prefer/avoid entries with their evidence, as induced at one re-anchor."""
     from sqlalchemy import select
 
-    from db.engine import check_database, database_url as default_url, make_engine, session_scope
+    from cli.checks import open_database
+    from db.engine import make_engine, session_scope
     from db.models import Harness, ProfileVersion
 
-    url = database_url or default_url()
-    check_database(url)
+    url = open_database(database_url, write=False)
     with session_scope(make_engine(url)) as session:
         ids = session.scalars(select(Harness.id).where((Harness.name == harness) | Harness.id.startswith(harness))).all()
         query = select(ProfileVersion).where(ProfileVersion.harness_id.in_(ids))
@@ -439,13 +450,15 @@ def harness_check(path: Path = typer.Argument(..., help="Harness YAML, or a patc
     one line naming what is wrong. A patch file is applied to --parent and the child checked."""
     import yaml
 
+    from cli.checks import read_utf8
     from harness_pool.patch import apply_patch, parse_patch
     from harness_pool.spec import HarnessError, load_harness
 
     if not path.exists():
         raise HarnessError(f"{path}: no such file; give the path of a harness or patch YAML")
+    text = read_utf8(path, HarnessError)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError:
         data = None  # load_harness below reports the syntax error in one line
     if isinstance(data, dict) and "edits" in data:

@@ -48,13 +48,14 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
 
 
 def preflight(cfg, database_url: str | None) -> None:
-    """Fail in one line, before Prefect starts: database, pool version, harnesses, dev data."""
-    from db.engine import check_database, database_url as default_url
+    """Fail in one line, before Prefect starts: database, pool version, harnesses, training and dev data."""
+    from cli.checks import check_training_split, open_database
     from envs.dbbench.data import load_split
     from harness_pool.pool_store import load_pool, resolve_pool
     from harness_pool.spec import load_harness
 
-    check_database(database_url or default_url())
+    open_database(database_url, write=True)
+    check_training_split(cfg.train.env.data_dir, missing_ok=True)  # built by the pipeline when missing
     if cfg.pool_version:
         load_pool(cfg.pool_version, cfg.train.env.benchmark)
     elif cfg.evolve is None:

@@ -40,6 +40,10 @@ def stage_cmd(name: str = typer.Argument(..., help=f"One of: {', '.join(STAGES)}
     cfg = load_config(PipelineConfig, params)
     if name != "data" and cfg.evolve is None:
         raise ConfigError(f"{params}: the DVC pipeline evolves its own pool; set `evolve:` (with pool.version)")
+    if name != "data":
+        from cli.checks import open_database
+
+        open_database(database_url, write=True)
     OUT.mkdir(parents=True, exist_ok=True)
     {"data": _data, "pool": _pool, "train": _train, "evaluate": _evaluate, "report": _report}[name](cfg, database_url)
 

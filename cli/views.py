@@ -46,11 +46,14 @@ def print_training(console: Console, result: dict) -> None:
 
 
 def print_runs(console: Console, runs) -> None:
+    from flows.ownership import crash_note
+
     table = Table(title="training runs")
     for col in ("run id", "mode", "status", "created"):
         table.add_column(col, no_wrap=col == "run id")
     for r in runs:
-        table.add_row(r.id, str(r.config.get("mode", "")), r.status, r.created_at.strftime("%Y-%m-%d %H:%M"))
+        status = "crashed" if crash_note(r) else r.status  # stored as 'failed' (flows/ownership.py)
+        table.add_row(r.id, str(r.config.get("mode", "")), status, r.created_at.strftime("%Y-%m-%d %H:%M"))
     console.print(table)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,19 +39,55 @@ class DatabaseError(Exception):
     """The database cannot be used; the message is one line saying why and how to fix it."""
 
 
-def database_url() -> str:
-    """``HS_DATABASE_URL`` if set, else ``sqlite:///<HS_HOME or .hs>/hs.db`` (folder created).
+def database_url(create_home: bool = True) -> str:
+    """``HS_DATABASE_URL`` if set, else ``sqlite:///<HS_HOME or .hs>/hs.db``.
 
     The SQLite path is made absolute (relative ``HS_HOME`` or ``.hs`` is taken from the
-    current directory).
+    current directory). ``create_home`` False leaves that folder alone: `hs` commands resolve
+    the URL first and create the folder only when they write (see :func:`check_database`).
     """
     url = os.environ.get(ENV_DATABASE_URL, "").strip()
     if url:
         return normalize_url(url)
     # Absolute, so that logs name the file and a later chdir does not move the database.
     home = Path(os.environ.get(ENV_HOME, "").strip() or DEFAULT_HOME).expanduser().resolve()
-    home.mkdir(parents=True, exist_ok=True)
+    if create_home:
+        home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'hs.db'}"
+
+
+def sqlite_file(url: str | URL) -> Path | None:
+    """The absolute path of a SQLite database file, None for other backends and in-memory SQLite."""
+    parsed = make_url(normalize_url(url)) if not isinstance(url, URL) else url
+    if parsed.get_backend_name() != "sqlite" or _is_sqlite_memory(parsed):
+        return None
+    return Path(parsed.database).expanduser().resolve()
+
+
+def folder_problem(folder: Path, create: bool = False) -> str | None:
+    """Why files cannot be written into ``folder`` (with how to fix it), or None when they can.
+
+    The folder (or, when it is missing and ``create`` allows making it, its nearest existing
+    ancestor) must be a directory in which a file can really be created: a probe file is created
+    and removed at once, so permissions, ACLs and read-only mounts count as the kernel sees them.
+    """
+    folder = Path(folder).expanduser().absolute()
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder: remove or rename it"
+    if existing != folder and not create:
+        return f"folder {folder} does not exist: create it first (mkdir -p {folder})"
+    probe = existing / f".hs-write-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        return f"folder {existing} is not writable ({reason}): make it writable (chmod u+w {existing})"
+    os.close(fd)
+    os.unlink(probe)
+    return None
 
 
 def normalize_url(url: str | URL) -> str:
@@ -94,12 +131,12 @@ def _enable_sqlite_pragmas(engine: Engine, wal: bool) -> None:
         cursor.close()
 
 
-def make_engine(url: str | URL | None = None, **kwargs: Any) -> Engine:
+def make_engine(url: str | URL | None = None, *, create_folder: bool = True, **kwargs: Any) -> Engine:
     """An engine for ``url`` (default :func:`database_url`), set up for this project.
 
     SQLite: usable from several threads, foreign keys on, WAL journal, 30 s busy timeout; the
-    file's folder is created. PostgreSQL: psycopg 3, 3 s connect timeout, pre-ping.
-    Extra keyword arguments go to :func:`sqlalchemy.create_engine`.
+    file's folder is created (unless ``create_folder`` is False). PostgreSQL: psycopg 3, 3 s
+    connect timeout, pre-ping. Extra keyword arguments go to :func:`sqlalchemy.create_engine`.
     """
     parsed = make_url(normalize_url(url if url is not None else database_url()))
     if parsed.get_backend_name() == "sqlite":
@@ -109,7 +146,7 @@ def make_engine(url: str | URL | None = None, **kwargs: Any) -> Engine:
         if memory:
             # One shared connection, or every thread would see its own empty database.
             kwargs.setdefault("poolclass", StaticPool)
-        else:
+        elif create_folder:
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed, connect_args=connect_args, **kwargs)
         _enable_sqlite_pragmas(engine, wal=not memory)
@@ -208,12 +245,40 @@ def _first_clause(message: str) -> str:
     return (tail or message)[:200]
 
 
-def check_database(url: str | URL | None = None, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+def _check_sqlite_file(path: Path, masked: str, must_exist: bool, create_folder: bool) -> None:
+    """Readers need the file; everyone needs its folder, writable (the WAL journal lives beside it)."""
+    if must_exist and not path.is_file():
+        missing = ("" if path.parent.is_dir() else f" ({path.parent} is a file, not a folder)"
+                   if path.parent.exists() else f" (folder {path.parent} does not exist)")
+        raise DatabaseError(
+            f"no trajectory database at {path}{missing}: create one with `hs db upgrade` (commands that "
+            f"record runs, such as `hs eval`, create it too), or point {ENV_DATABASE_URL} / --database-url "
+            "at an existing one"
+        )
+    problem = folder_problem(path.parent, create=create_folder)
+    if problem is not None:
+        why = (f" (SQLite writes {path.name}-wal and {path.name}-shm beside the database, even to read it)"
+               if path.parent.is_dir() else "")
+        raise DatabaseError(
+            f"cannot use {masked}: {problem}, or point --database-url / {ENV_DATABASE_URL} elsewhere{why}"
+        )
+
+
+def check_database(
+    url: str | URL | None = None,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+    *,
+    must_exist: bool = False,
+    create_folder: bool = True,
+) -> None:
     """Connect and run ``SELECT 1``; raise :class:`DatabaseError` with a one-line fix if not.
 
-    Fast: a fresh connection with a ``timeout_s`` connect timeout, no pool.
+    Fast: a fresh connection with a ``timeout_s`` connect timeout, no pool. For a SQLite file:
+    ``must_exist`` (commands that only read) refuses a missing file instead of creating an empty
+    one; ``create_folder`` False refuses a missing folder instead of creating it; the folder must
+    be writable either way (the WAL journal lives beside the file).
     """
-    raw = normalize_url(url if url is not None else database_url())
+    raw = normalize_url(url if url is not None else database_url(create_home=False))
     masked = mask_url(raw)
     try:
         parsed = make_url(raw)
@@ -222,11 +287,14 @@ def check_database(url: str | URL | None = None, timeout_s: float = CONNECT_TIME
             f"invalid database URL {masked!r}: write HS_DATABASE_URL as "
             "postgresql://user@host:5432/dbname or sqlite:///path/to/hs.db"
         ) from exc
+    path = sqlite_file(parsed)
+    if path is not None:
+        _check_sqlite_file(path, masked, must_exist, create_folder)
     connect_args: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
         connect_args["connect_timeout"] = max(1, round(timeout_s))
     try:
-        engine = make_engine(parsed, poolclass=NullPool, connect_args=connect_args)
+        engine = make_engine(parsed, create_folder=create_folder, poolclass=NullPool, connect_args=connect_args)
     except Exception as exc:  # missing driver, or a SQLite folder that cannot be created
         reason, fix = _one_line_reason(exc)
         raise DatabaseError(f"cannot open {masked}: {reason}; {fix}") from exc
@@ -246,9 +314,11 @@ __all__ = [
     "check_database",
     "current_revision",
     "database_url",
+    "folder_problem",
     "make_engine",
     "mask_url",
     "normalize_url",
     "session_scope",
+    "sqlite_file",
     "upgrade",
 ]

@@ -20,6 +20,7 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import EvalConfig
+from flows.ownership import claim_run
 from tasks.evaluation import (mark_run_failed, register_run, result_storage, rollout_group, score_evaluation,
                               task_runner)
 
@@ -41,6 +42,7 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
     run = register_run(cfg, database_url, flow_run.get_id())
+    claim_run(run["run_id"], database_url)
     # Task-major order: an interrupted run has complete seeds for the tasks it reached.
     jobs = [(task_id, seed) for task_id in run["bench_task_ids"] for seed in range(cfg.seeds)]
     logger.info("run %s: %d rollout groups (k=%d) on %s", run["run_id"], len(jobs), cfg.k, cfg.runner.kind)

@@ -29,6 +29,7 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from configs.schema import EvolveConfig
+from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
 from harness_pool.selection import greedy_cover
 from tasks.evaluation import result_storage
@@ -61,6 +62,7 @@ def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
     logger = get_run_logger()
     ensure_warm_start(warm_start_config(cfg), database_url)  # built on first use, reused afterwards
     run = register_evolution(cfg, database_url, flow_run.get_id())
+    claim_run(run["run_id"], database_url)
     run_id, h0, tasks = run["run_id"], run["h0"], run["task_ids"]
     parents, pool, rounds = [h0], [], []
     known = {_id(h0)}

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from configs.schema import PoolReportConfig
 from flows.evolve import run_harnesses
+from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
 from tasks.pool_report import register_pool_report, summarise_pool
 from tasks.training import warm_start_config
@@ -26,6 +27,7 @@ def pool_report(config: PoolReportConfig, database_url: str | None = None) -> di
     cfg = config
     ensure_warm_start(warm_start_config(cfg), database_url)  # built on first use, reused afterwards
     run = register_pool_report(cfg, database_url, flow_run.get_id())
+    claim_run(run["run_id"], database_url)
     n = max(len(run["siblings"]), 1)
     jobs = [(run["base"], run["task_ids"], "report", 0, cfg.k * n)]
     jobs += [(s, run["task_ids"], "report", 0, cfg.k) for s in run["siblings"]]

@@ -22,6 +22,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from configs.schema import SftConfig
+from flows.ownership import claim_run
 from tasks.sft import (checkpoint_name, make_demonstrations, register_checkpoint, register_sft_run,
                        train_checkpoint)
 
@@ -31,6 +32,7 @@ def sft(config: SftConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
     run_id = register_sft_run(cfg, database_url, flow_run.get_id())
+    claim_run(run_id, database_url)
     storage = Path(cfg.results_dir).expanduser().resolve()
     demos = make_demonstrations.with_options(result_storage=storage)(cfg, str(storage / "sft" / checkpoint_name(cfg)))
     logger.info("%d verified demonstrations from %d training tasks (%d failed replays)",

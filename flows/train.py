@@ -26,6 +26,7 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import TrainConfig
+from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
 from tasks.training import (batch_for_step, collect_groups, completed_updates, finish_train_run, init_checkpoint,
                             mark_train_failed, paired_validation, record_step, register_train_run, rl_checkpoint_name,
@@ -58,6 +59,7 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
     logger = get_run_logger()
     ensure_warm_start(warm_start_config(cfg), database_url)  # built on first use, reused afterwards
     run = register_train_run(cfg, database_url, flow_run.get_id())
+    claim_run(run["run_id"], database_url)
     run_id = run["run_id"]
     start = completed_updates(cfg, run_id)
     logger.info("run %s from %s: updates %d..%d, %d training tasks, mode %s", run_id, init_checkpoint(cfg), start,

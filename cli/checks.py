@@ -1,0 +1,102 @@
+"""Preflight checks shared by `hs` commands: each turns a bad state into one line (exit status 2)
+before anything is written, Prefect starts or a model loads.
+
+- :func:`open_database`: the trajectory database a command uses. Commands that only read need an
+  existing one and create nothing; commands that write may create the file, and the default
+  ``.hs`` folder, but never a folder named in an explicit URL. Runs left 'running' by a process
+  that is gone are marked crashed first (flows/ownership.py), with a one-line note.
+- :func:`check_output_folder`: a file a command is about to write can be written.
+- :func:`check_training_split`: every line of the generated training split parses as a task.
+- :func:`read_utf8`: a user's text file, or one line naming the first undecodable byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rich.console import Console
+
+REBUILD = "rebuild it with `hs data build-train dbbench` (it rewrites the whole file)"
+
+
+def open_database(url: str | None, *, write: bool) -> str:
+    """Check the database a command uses (``url``, else $HS_DATABASE_URL, else .hs/hs.db) and mark
+    runs abandoned by a dead process crashed; returns the URL. Raises DatabaseError (one line)."""
+    from db.engine import ENV_DATABASE_URL, check_database, database_url, normalize_url
+    from flows.ownership import reap_abandoned_runs
+
+    explicit = (url or os.environ.get(ENV_DATABASE_URL, "")).strip()
+    target = normalize_url(explicit) if explicit else database_url(create_home=False)  # made below if allowed
+    check_database(target, must_exist=not write, create_folder=write and not explicit)
+    console = Console(stderr=True)
+    for note in reap_abandoned_runs(target):
+        console.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
+    return target
+
+
+def check_output_folder(path: Path, what: str, fix: str) -> None:
+    """The folder of ``path`` exists or can be made, and a file can be created in it."""
+    from db.engine import folder_problem
+    from envs.base import DataError
+
+    problem = folder_problem(Path(path).parent, create=True)
+    if problem is not None:
+        raise DataError(f"cannot write {what} to {path}: {problem}, or {fix}")
+
+
+def check_training_split(data_dir: str | None, missing_ok: bool = False) -> None:
+    """Every line of the generated training split (HS_GENERATED_DIR or .hs/data) is a task record.
+
+    The flows read the whole file only after Prefect has started (and a model may have loaded);
+    a damaged line is reported here instead, with its number. A missing file raises the data
+    module's one-line error unless ``missing_ok`` (the pipeline builds it when missing).
+    """
+    from envs.base import DataError
+    from envs.dbbench.data import split_path, task_from_record
+
+    try:
+        path = split_path("train", data_dir=data_dir)
+    except DataError:
+        if missing_ok:
+            return
+        raise
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{path} line {number} is not UTF-8 text (byte 0x{raw[exc.start]:02x}): "
+                                f"{REBUILD}") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path} line {number} is not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno}): "
+                                f"{REBUILD}") from None
+            try:
+                if not isinstance(record, dict):
+                    raise TypeError(f"a JSON {type(record).__name__}, not an object")
+                task_from_record(record, "train", number - 1)
+            except KeyError as exc:
+                raise DataError(f"{path} line {number} is not a DBBench task (no field {exc}): {REBUILD}") from None
+            except (TypeError, ValueError, IndexError, AttributeError) as exc:
+                raise DataError(f"{path} line {number} is not a DBBench task ({exc}): {REBUILD}") from None
+
+
+def read_utf8(path: Path, error: type[Exception]) -> str:
+    """The text of ``path``; ``error`` (one line) when it is not a readable UTF-8 file."""
+    if not path.is_file():
+        raise error(f"{path}: not a file; give the path of a YAML file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{path}: cannot read it ({exc.strerror or type(exc).__name__})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise error(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); save the file "
+                    "as UTF-8") from None
