@@ -33,6 +33,16 @@ from db.models import (
 
 MIN_PREFIX = 6
 _IN_CHUNK = 500  # ids per IN (...) list: far below SQLite's and PostgreSQL's parameter limits
+# Observations are agent-controlled (a SQL result can be ~1 MB): ``turns`` keeps this prefix.
+MAX_STORED_OBSERVATION_CHARS = 8_000
+
+
+def bounded_observation(observation: str | None, limit: int = MAX_STORED_OBSERVATION_CHARS) -> str | None:
+    """The first ``limit`` characters of an observation, then a line saying how many were not stored."""
+    if observation is None or len(observation) <= limit:
+        return observation
+    cut = len(observation) - limit
+    return f"{observation[:limit]}\n[observation cut for storage: {cut:,} more characters not stored]"
 
 
 def upsert_run(session: Session, **fields: Any) -> Run:
@@ -110,6 +120,7 @@ def upsert_bench_tasks(session: Session, rows: Sequence[dict[str, Any]]) -> int:
 def replace_group(session: Session, group: RolloutGroup) -> RolloutGroup:
     """Store ``group`` with its trajectories and turns, replacing any group with its id.
 
+    Each turn's observation is stored cut to MAX_STORED_OBSERVATION_CHARS (bounded_observation).
     The old group, its trajectories and their turns are deleted first, so re-running the same
     rollout (same deterministic ids) leaves one copy with the new values. ``group`` should be
     a new (transient) object. Trajectories without ``run_id``/``bench_task_id`` inherit the
@@ -137,6 +148,7 @@ def replace_group(session: Session, group: RolloutGroup) -> RolloutGroup:
             trajectory.bench_task_id = bench_task_id
         for turn in trajectory.turns:
             check_turn_alignment(turn)
+            turn.observation = bounded_observation(turn.observation)
     session.add(group)
     session.flush()
     return group
@@ -300,6 +312,7 @@ def _check_status(status: str | None) -> None:
 
 
 __all__ = [
+    "bounded_observation",
     "check_turn_alignment",
     "count_rows",
     "finish_run",

@@ -39,7 +39,8 @@ class StepResult:
     """What one action produced.
 
     `observation` is the full raw output: truncation is a harness decision (it is one of the
-    things siblings edit), so the environment must never pre-truncate.
+    things siblings edit), so the environment must never pre-truncate, apart from a safety cap
+    on hostile output that says so in the observation (DBBench: 1,000 rows / 1 MB).
     `error` is a short error class (e.g. "sql_error") so detectors can count failures without
     parsing the observation text.
     """

@@ -38,7 +38,7 @@ from harness_pool.sandbox import HookFailure, SandboxError, SandboxLimits, call_
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 1, 38, 4
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 NOBODY = 65534
-MAX_REQUEST_BYTES = 1 << 20
+MAX_REQUEST_BYTES = 4 << 20
 MAX_EPISODES = 4096
 
 
@@ -139,6 +139,11 @@ def serve(root: str, memory_bytes: int) -> None:
         line = stdin.readline(MAX_REQUEST_BYTES)
         if not line:
             return
+        if not line.endswith(b"\n"):  # over the limit: skip the rest of it, keep the protocol in step
+            while line and not line.endswith(b"\n"):
+                line = stdin.readline(MAX_REQUEST_BYTES)
+            _reply(stdout, {"error": f"request over {MAX_REQUEST_BYTES} bytes"})
+            continue
         try:
             payload = worker.handle(json.loads(line))
         except (HookFailure, SandboxError) as exc:

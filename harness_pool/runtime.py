@@ -18,6 +18,16 @@ from harness_pool.spec import Condition, HarnessSpec, HookRule
 log = logging.getLogger(__name__)
 
 
+# What a code hook's context carries at most: any text field, each past query, past queries.
+CTX_TEXT_CHARS = 20_000
+CTX_SQL_CHARS = 2_000
+CTX_SQL_HISTORY = 20
+
+
+def _clip(text: str, limit: int = CTX_TEXT_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit]
+
+
 class _Blank(dict):
     def __missing__(self, key: str) -> str:  # unknown placeholders render as-is
         return "{" + key + "}"
@@ -100,10 +110,12 @@ class HarnessRuntime:
         return fired
 
     def _context(self, point: str, action_kind: str | None, sql: str | None) -> dict:
-        s = self.state
-        return {**self.fields, "point": point, "round": s.round, "queries": s.queries, "last_error": s.last_error,
-                "last_observation": s.last_observation, "sql_history": tuple(q for q, _ in s.sql_log),
-                "action_kind": action_kind, "action_sql": sql}
+        """What a code hook sees; every text bounded, since the agent's SQL and results are."""
+        s, cap = self.state, _clip
+        return {**{k: cap(v) for k, v in self.fields.items()}, "point": point, "round": s.round,
+                "queries": s.queries, "last_error": s.last_error, "last_observation": cap(s.last_observation),
+                "sql_history": tuple(cap(q, CTX_SQL_CHARS) for q, _ in s.sql_log[-CTX_SQL_HISTORY:]),
+                "action_kind": action_kind, "action_sql": None if sql is None else cap(sql)}
 
     def run_code(self, point: str, action_kind: str | None = None, sql: str | None = None
                  ) -> tuple[list[dict[str, str]], list[dict]]:

@@ -15,7 +15,9 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envs.dbbench.backends import MysqlBackend, SqlBackend, SqliteBackend
+from envs.dbbench.backends import SqlBackend, format_rows
+from envs.dbbench.mysql_backend import MysqlBackend
+from envs.dbbench.sqlite_backend import SqliteBackend
 from envs.dbbench.data import BenchTask, load_split
 
 
@@ -36,15 +38,15 @@ class ParityReport:
         return lines
 
 
-def _outcome(backend: SqlBackend, task: BenchTask) -> tuple[list[tuple] | None, str]:
-    """Rows as text (None on error) plus a short printable form."""
+def _outcome(backend: SqlBackend, task: BenchTask) -> tuple[tuple[list[tuple], bool] | None, str]:
+    """(rows as text, truncated) or None on error, plus a short printable form."""
     with backend as db:
         db.create_table(task.table_name, task.columns, task.rows)
-        rows, error = db.execute(task.gold_sql or "")
-    if rows is None:
-        return None, f"Error: {error}"[:160]
-    as_text = [tuple(str(v) for v in row) for row in rows]
-    return as_text, str(rows)[:160]
+        result = db.execute(task.gold_sql or "")
+    if result.rows is None:
+        return None, f"Error: {result.error}"[:160]
+    as_text = [tuple(str(v) for v in row) for row in result.rows]
+    return (as_text, result.truncated), format_rows(result.rows, result.truncated)[:160]
 
 
 def compare_backends(tasks: list[BenchTask], mysql_url: str | None = None) -> ParityReport:

@@ -8,7 +8,7 @@ this class and its verifier unchanged.
 from __future__ import annotations
 
 from envs.base import Action, AnswerAction, SqlAction, StepResult, Verdict
-from envs.dbbench.backends import SqlBackend, SqlExecutionError, format_rows, make_backend
+from envs.dbbench.backends import SqlBackend, SqlExecutionError, SqlResult, format_rows, make_backend
 from envs.dbbench.data import BenchTask
 from envs.dbbench.verifier import mutation_ok, verify_answer
 
@@ -58,7 +58,11 @@ class DbBenchEnv:
         return self.task.instruction
 
     def step(self, action: Action) -> StepResult:
-        """Run SQL (raw result text, or "Error: ..." with error="sql_error") or record the answer."""
+        """Run SQL (result text, or "Error: ..." with error="sql_error") or record the answer.
+
+        The result text is complete unless the backend's result caps cut it; then its last
+        line says so (backends.MAX_RESULT_ROWS / MAX_RESULT_CHARS).
+        """
         if self.db is None:
             raise RuntimeError("call reset() before step()")
         if self.done:
@@ -70,11 +74,24 @@ class DbBenchEnv:
             return StepResult(observation="", done=True)
         if not isinstance(action, SqlAction):
             raise TypeError(f"unsupported action {action!r}")
-        rows, error = self.db.execute(action.sql)
+        result = self._run_sql(action.sql)
         self.done = self.rounds_used >= self.max_rounds
-        if error is not None:
-            return StepResult(observation=f"Error: {error}", done=self.done, error="sql_error")
-        return StepResult(observation=format_rows(rows or []), done=self.done)
+        if result.error is not None:
+            return StepResult(observation=f"Error: {result.error}", done=self.done, error="sql_error")
+        return StepResult(observation=format_rows(result.rows or [], result.truncated), done=self.done)
+
+    def _run_sql(self, sql: str) -> SqlResult:
+        """The backend's result; anything the backend raises becomes an error result.
+
+        The SQL is the policy's: whatever it makes the driver do (run out of memory, lose the
+        connection) is an observation for the agent, never an exception out of step().
+        """
+        try:
+            return self.db.execute(sql)  # type: ignore[union-attr]
+        except MemoryError:
+            return SqlResult(error="out of memory while running the statement")
+        except Exception as exc:  # noqa: BLE001 - see docstring
+            return SqlResult(error=str(exc) or type(exc).__name__)
 
     def verify(self) -> Verdict:
         """Judge the episode.

@@ -33,7 +33,7 @@ import random
 from pathlib import Path
 
 from envs.base import DataError
-from envs.dbbench.backends import SqliteBackend
+from envs.dbbench.sqlite_backend import SqliteBackend
 from envs.dbbench.data import MUTATION_TYPES, TIERS, check_tiers, load_split, parse_tiers
 from envs.dbbench.train_templates import Table, distinct_tables, fmt_number, generators
 from envs.dbbench.train_tiers import AGG_FNS, easy_generators, medium_generators
@@ -101,10 +101,13 @@ def materialise(draft: dict, table: Table, tier: str | None = None) -> dict | No
     with SqliteBackend() as db:
         db.create_table(task.table_name, task.columns, task.rows)
         before = db.table_hash(task.table_name, task.columns)
-        rows, error = db.execute(draft["sql"])
-        if error is not None:
-            raise RuntimeError(f"generated SQL failed ({error}): {draft['sql']}")  # a template bug
+        result = db.execute(draft["sql"])
+        if result.error is not None:
+            raise RuntimeError(f"generated SQL failed ({result.error}): {draft['sql']}")  # a template bug
         after = db.table_hash(task.table_name, task.columns)
+    if result.truncated:
+        return None  # a label needs the whole result
+    rows = result.rows
     record = {
         "description": draft["description"],
         "label": None,

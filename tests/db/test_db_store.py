@@ -16,6 +16,8 @@ from db.models import (
     Turn,
 )
 from db.store import (
+    MAX_STORED_OBSERVATION_CHARS,
+    bounded_observation,
     count_rows,
     finish_run,
     get_trajectory,
@@ -113,6 +115,27 @@ def test_replace_group_in_one_session_via_relationships(engine, sample):
         assert count_rows(session, [Trajectory, Turn]) == {"trajectories": 2, "turns": 4}
         with pytest.raises(ValueError, match="needs a new RolloutGroup"):
             replace_group(session, run.groups[0])
+
+
+def test_replace_group_stores_a_bounded_observation(engine, sample):
+    """An agent can make one observation ~1 MB; ``turns`` keeps a prefix and says what was cut."""
+    huge = "[(" + "x" * 1_000_000 + ",)]"
+    group = sample.build_group("v1")
+    first, second = group.trajectories[0].turns
+    first.observation, second.observation = huge, None
+    with session_scope(engine) as session:
+        sample.add_parents(session)
+        replace_group(session, group)
+    with session_scope(engine) as session:
+        stored = {t.index: t.observation for t in session.scalars(
+            select(Turn).where(Turn.trajectory_id == group.trajectories[0].id))}
+        untouched = session.scalars(select(Turn.observation).where(
+            Turn.trajectory_id == group.trajectories[1].id)).all()
+    assert stored[1] is None and untouched == ["[(1,)]", "[(1,)]"]
+    cut = len(huge) - MAX_STORED_OBSERVATION_CHARS
+    assert stored[0] == huge[:MAX_STORED_OBSERVATION_CHARS] + f"\n[observation cut for storage: {cut:,} more characters not stored]"
+    assert len(stored[0]) < MAX_STORED_OBSERVATION_CHARS + 100
+    assert bounded_observation("y" * MAX_STORED_OBSERVATION_CHARS) == "y" * MAX_STORED_OBSERVATION_CHARS
 
 
 def test_replace_group_checks_token_alignment(stored, sample):

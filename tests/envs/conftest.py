@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envs.dbbench.backends import DEFAULT_MYSQL_URL, parse_mysql_url
+from envs.dbbench.backends import DEFAULT_MYSQL_URL
+from envs.dbbench.mysql_backend import parse_mysql_url
 from envs.dbbench.data import load_split
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

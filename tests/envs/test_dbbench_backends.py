@@ -7,7 +7,9 @@ import pytest
 
 from envs.base import DataError
 from envs.dbbench.backend_parity import compare_backends
-from envs.dbbench.backends import MysqlBackend, SqliteBackend, combine_row_hashes, parse_mysql_url, row_hash
+from envs.dbbench.backends import SqlResult, combine_row_hashes, row_hash
+from envs.dbbench.mysql_backend import MysqlBackend, parse_mysql_url
+from envs.dbbench.sqlite_backend import SqliteBackend
 from envs.dbbench.data import load_split
 
 def _insert_sql(task) -> str:
@@ -27,23 +29,23 @@ def test_python_hash_matches_sqlite_query(dev_tasks):
 def test_sqlite_functions_and_collation():
     with SqliteBackend() as db:
         db.create_table("1st table", ["a b", "c"], [["Montréal", "1"], [None, "2"]])
-        rows, error = db.execute("SELECT concat_ws(',', `a b`, NULL, c), md5('a') FROM `1st table` ORDER BY c")
-        assert error is None
-        assert rows == [("Montréal,1", "0cc175b9c0f1b6a831c399e269772661"), ("2", "0cc175b9c0f1b6a831c399e269772661")]
+        result = db.execute("SELECT concat_ws(',', `a b`, NULL, c), md5('a') FROM `1st table` ORDER BY c")
+        assert result.error is None
+        assert result.rows == [("Montréal,1", "0cc175b9c0f1b6a831c399e269772661"), ("2", "0cc175b9c0f1b6a831c399e269772661")]
         # MySQL's default collation: case- and accent-insensitive equality
-        assert db.execute("SELECT c FROM `1st table` WHERE `a b` = 'MONTREAL'") == ([("1",)], None)
+        assert db.execute("SELECT c FROM `1st table` WHERE `a b` = 'MONTREAL'") == SqlResult(rows=[("1",)])
 
 
 def test_sqlite_guards():
     table_rows = [[str(i)] for i in range(3000)]  # enough VM steps for the progress handler to run
     with SqliteBackend(timeout_s=0.2) as db:
         db.create_table("t", ["a"], table_rows)
-        assert db.execute("ATTACH DATABASE 'x.db' AS x")[0] is None
-        rows, error = db.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
-        assert rows is None and "timed out" in error
+        assert db.execute("ATTACH DATABASE 'x.db' AS x").rows is None
+        result = db.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
+        assert result.rows is None and "timed out" in result.error
         # the time limit is per agent statement: inspecting, then thinking for long, then
         # hashing must not trip it
-        assert db.execute("DESCRIBE t")[1] is None
+        assert db.execute("DESCRIBE t").error is None
         time.sleep(0.3)
         assert db.table_hash("t", ["a"]) == combine_row_hashes([row_hash(row) for row in table_rows])
 
@@ -55,10 +57,10 @@ INSPECT = ["SHOW TABLES", "DESCRIBE `1st table`", "DESC `1st table`;", "SHOW COL
 def test_sqlite_answers_mysql_inspection_statements():
     with SqliteBackend() as db:
         db.create_table("1st table", ["a b", "c"], [["x", "1"]])
-        assert db.execute("SHOW TABLES") == ([("1st table",)], None)
+        assert db.execute("SHOW TABLES") == SqlResult(rows=[("1st table",)])
         described = [("a b", "text", "YES", "", None, ""), ("c", "text", "YES", "", None, "")]
-        assert db.execute("DESCRIBE `1st table`") == (described, None)
-        assert db.execute("describe `1ST TABLE`")[0] is None  # table names are case-sensitive, as on MySQL
+        assert db.execute("DESCRIBE `1st table`") == SqlResult(rows=described)
+        assert db.execute("describe `1ST TABLE`").rows is None  # table names are case-sensitive, as on MySQL
 
 
 @pytest.mark.mysql
@@ -67,7 +69,7 @@ def test_inspection_statements_match_mariadb(mysql_url):
     for backend in (SqliteBackend(), MysqlBackend(mysql_url)):
         with backend as db:
             db.create_table("1st table", ["a b", "c"], [["x", "1"]])
-            outcomes.append([db.execute(sql)[0] for sql in INSPECT])
+            outcomes.append([db.execute(sql).rows for sql in INSPECT])
     assert outcomes[0] == outcomes[1]
 
 
@@ -87,7 +89,7 @@ def test_sqlite_and_mariadb_hash_agree(dev_tasks, mysql_url):
             with backend as db:
                 db.create_table(task.table_name, task.columns, task.rows)
                 before = db.table_hash(task.table_name, task.columns)
-                rows, error = db.execute(_insert_sql(task))
+                error = db.execute(_insert_sql(task)).error
                 assert error is None, error
                 hashes.append((before, db.table_hash(task.table_name, task.columns)))
         assert hashes[0] == hashes[1], task.id
@@ -98,19 +100,19 @@ def test_sqlite_and_mariadb_hash_agree(dev_tasks, mysql_url):
 def test_mariadb_matches_sqlite_semantics(mysql_url):
     with MysqlBackend(mysql_url) as db:
         db.create_table("1st table", ["a b", "c"], [["Montréal", "1"], ["Québec", "2"]])
-        assert db.execute("SELECT c FROM `1st table` WHERE `a b` = 'MONTREAL'") == ([("1",)], None)
+        assert db.execute("SELECT c FROM `1st table` WHERE `a b` = 'MONTREAL'") == SqlResult(rows=[("1",)])
         # non-strict mode: a numeric comparison on TEXT still updates (upstream's behaviour)
-        assert db.execute("UPDATE `1st table` SET c = '9' WHERE `a b` = 5") == ([], None)
-        rows, error = db.execute("SELEC 1")
-        assert rows is None and error.startswith("1064:")
+        assert db.execute("UPDATE `1st table` SET c = '9' WHERE `a b` = 5") == SqlResult(rows=[])
+        result = db.execute("SELEC 1")
+        assert result.rows is None and result.error.startswith("1064:")
 
 
 @pytest.mark.mysql
 def test_mariadb_rollout_is_private_and_dropped(mysql_url):
     first, second = MysqlBackend(mysql_url), MysqlBackend(mysql_url)
     try:
-        rows, error = second.execute(f"SELECT 1 FROM `{first.database}`.x")
-        assert rows is None and "denied" in error.lower()
+        result = second.execute(f"SELECT 1 FROM `{first.database}`.x")
+        assert result.rows is None and "denied" in result.error.lower()
     finally:
         first.close()
         second.close()

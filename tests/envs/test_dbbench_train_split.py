@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 
 from envs.base import DataError
-from envs.dbbench.backends import SqliteBackend, quote_ident
+from envs.dbbench.backends import quote_ident
+from envs.dbbench.sqlite_backend import SqliteBackend
 from envs.dbbench.data import TIERS, load_split, parse_tiers
 from envs.dbbench.gold import check_gold
 from envs.dbbench.train_split import build_train_split, normalise_description, tier_sizes
@@ -91,9 +92,9 @@ def test_medium_descriptions_are_prose(built):
 
 
 def _table_rows(db, task):
-    rows, error = db.execute(f"SELECT * FROM {quote_ident(task.table_name)}")
-    assert error is None
-    return rows
+    result = db.execute(f"SELECT * FROM {quote_ident(task.table_name)}")
+    assert result.error is None and not result.truncated
+    return result.rows
 
 
 def test_easy_update_changes_exactly_one_cell(built):
@@ -104,8 +105,7 @@ def test_easy_update_changes_exactly_one_cell(built):
         with SqliteBackend() as db:
             db.create_table(task.table_name, task.columns, task.rows)
             before = _table_rows(db, task)
-            _, error = db.execute(task.gold_sql)
-            assert error is None
+            assert db.execute(task.gold_sql).error is None
             after = _table_rows(db, task)
         assert len(before) == len(after)
         changed = [(r, c) for r, (old, new) in enumerate(zip(before, after))
