@@ -248,3 +248,24 @@ def test_temporary_prefect_api_dies_with_a_killed_hs(tmp_path):
             proc.kill()
         if server is not None and not _gone(server):
             os.kill(server, signal.SIGKILL)
+
+
+def test_rerun_sees_a_flow_run_whose_owner_died_as_crashed(tmp_path):
+    """Prefect still says RUNNING after kill -9; `hs rerun` asks this project's run row."""
+    from db import store
+    from db.engine import make_engine, session_scope
+    from flows.ownership import owner_record
+    from infra.rerun import owner_is_gone
+
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    assert not owner_is_gone("f-dead", url) and not (tmp_path / "hs.db").exists()  # no database: nothing created
+    assert runner.invoke(app, ["db", "upgrade", "--url", url]).exit_code == 0
+    engine = make_engine(url)
+    with session_scope(engine) as s:
+        for flow_run, owner in (("f-dead", {"pid": _free_pid(), "host": socket.gethostname(), "started": 1}),
+                                ("f-alive", owner_record())):
+            store.upsert_run(s, id=f"eval-{flow_run}", kind="eval", name=flow_run, status="running", config={},
+                             results={"owner": owner}, prefect_flow_run_id=flow_run)
+    engine.dispose()
+    assert owner_is_gone("f-dead", url)
+    assert not owner_is_gone("f-alive", url) and not owner_is_gone("f-unknown", url)
