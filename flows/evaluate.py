@@ -21,8 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from configs.schema import EvalConfig
 from flows.ownership import claim_run
-from tasks.evaluation import (mark_run_failed, register_run, result_storage, rollout_group, score_evaluation,
-                              task_runner)
+from tasks.evaluation import (mark_run_failed, record_group, register_run, result_storage, rollout_group,
+                              score_evaluation, task_runner)
 
 
 def _progress() -> Progress:
@@ -52,18 +52,21 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(jobs)} rollout groups failed (first: {failures[0]}); "
                            "start the same command again (or hs rerun FLOW_RUN_ID) to run only those groups")
-    return {**score_evaluation(cfg, run["run_id"], run["harness_id"], database_url), "workers": fanned["workers"]}
+    scores = score_evaluation(cfg, run["run_id"], run["harness_id"], database_url, expected_groups=len(jobs))
+    return {**scores, "workers": fanned["workers"], "rewritten_from_cache": fanned["rewritten"]}
 
 
 @flow(name="rollout-groups", flow_run_name="groups-{config.name}")
 def rollout_groups(config: EvalConfig, run: dict, jobs: list[tuple[str, int]], database_url: str | None = None) -> dict:
     """Every (benchmark task, seed) group, at most group_concurrency in flight, on this subflow's
-    task runner (threads, or Ray tasks). Returns the failures' messages (the other groups
-    persisted) and the host:pid of every process that ran a group."""
+    task runner (threads, or Ray tasks). Every finished group, cached or not, is made sure to be
+    in the current database. Returns the failures' messages (the other groups persisted), the
+    host:pid of every process that ran a group and how many groups were written from the cache."""
     cfg = config
     logger = get_run_logger()
     group_task = rollout_group.with_options(result_storage=result_storage(cfg))
     queue, in_flight, solved, rollouts, failures, workers = iter(jobs), set(), 0, 0, [], set()
+    rewritten = 0
 
     def submit_next() -> None:
         job = next(queue, None)
@@ -79,6 +82,7 @@ def rollout_groups(config: EvalConfig, run: dict, jobs: list[tuple[str, int]], d
             in_flight.remove(future)
             try:
                 summary = future.result()
+                rewritten += record_group(summary, database_url)  # a cached result skipped its writes
             except Exception as exc:  # keep going: a re-run then redoes only the failed groups
                 failures.append(str(exc))
                 logger.error("rollout group failed: %s", exc)
@@ -88,4 +92,6 @@ def rollout_groups(config: EvalConfig, run: dict, jobs: list[tuple[str, int]], d
             bar.update(bar_id, advance=1, solved=solved, rollouts=rollouts)
             submit_next()
     logger.info("groups ran in %d worker process(es): %s", len(workers - {None}), sorted(workers - {None}))
-    return {"failures": failures, "workers": sorted(workers - {None})}
+    if rewritten:
+        logger.info("%d cached group(s) were written to this database from the results cache", rewritten)
+    return {"failures": failures, "workers": sorted(workers - {None}), "rewritten": rewritten}

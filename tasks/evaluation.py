@@ -3,7 +3,10 @@
 Each rollout group is one Prefect task whose result persists (cache key: its inputs and the
 task's source), so retrying a failed flow run, or starting the same command again, skips the
 groups that already finished. Its rows are written with deterministic ids, so a group that
-does run again replaces its rows instead of duplicating them.
+does run again replaces its rows instead of duplicating them. A cached result carries the rows
+its task wrote (tasks/records.py), and the flow writes them into the current database, so the
+results cache and the database never disagree: a new or deleted database is refilled without
+running the model.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from analysis.metrics import summarise
 from configs.schema import EvalConfig, RunnerConfig
 from db import store
-from db.engine import session_scope
+from db.engine import database_url as default_url
+from db.engine import mask_url, session_scope
 from db.ids import stable_id
 from db.models import BenchTask as BenchTaskRow
 from db.models import Evaluation, RolloutGroup, RouterDecision, Trajectory
@@ -25,7 +29,7 @@ from harness_pool.spec import load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutSpec, run_rollouts
 from tasks import faults, tracking
-from tasks.records import build_group
+from tasks.records import build_group, ensure_group, group_record
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
 
 
@@ -103,14 +107,15 @@ def rank1_choices(session, cfg: EvalConfig, run_id: str, h0, tasks) -> dict[str,
     return out
 
 
-@task(name="rollout-group", cache_policy=(INPUTS - "cfg") + TASK_SOURCE, persist_result=True, retries=1,
+@task(name="rollout-group", cache_policy=(INPUTS - "cfg" - "database_url") + TASK_SOURCE, persist_result=True, retries=1,
       task_run_name="group-{bench_task_id}-seed{seed}")
 def rollout_group(cfg: EvalConfig, run_id: str, harness_id: str, bench_task_id: str, seed: int,
                   database_url: str | None) -> dict:
     """K rollouts of one benchmark task under the configured harness; rows replace any earlier copy.
 
     Cache key: run id (derived from every config field that changes an outcome), harness
-    content id, benchmark task, seed, database and this function's source.
+    content id, benchmark task, seed and this function's source; not the database: a cached
+    result carries its rows (`record`), which the flow writes into whichever database is current.
     """
     faults.guard(f"{bench_task_id}:seed{seed}")
     by_id = {h.id: h for h in [load_harness(cfg.harness, cfg.env.benchmark), *pool_harnesses(cfg)]}
@@ -123,11 +128,23 @@ def rollout_group(cfg: EvalConfig, run_id: str, harness_id: str, bench_task_id: 
     specs = [RolloutSpec(the_task, harness, i) for i in range(cfg.k)]
     sampling = Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=_group_seed(seed, bench_task_id))
     results = run_rollouts(policy, specs, env_factory(cfg.env), sampling, max_rounds=cfg.env.max_rounds)
-    group = build_group(run_id=run_id, step=0, bench_task_id=bench_task_id, harness_id=harness.id, seed=seed,
-                        role="eval", checkpoint=cfg.checkpoint, results=results)
+    record = group_record(run_id=run_id, step=0, bench_task_id=bench_task_id, harness_id=harness.id, seed=seed,
+                          role="eval", checkpoint=cfg.checkpoint, results=results)
+    group = build_group(**record)
     with session_scope(get_engine(database_url)) as session:
         store.replace_group(session, group)
-    return {"group_id": group.id, "successes": [r.verdict.success for r in results], "worker": worker_name()}
+    return {"group_id": group.id, "successes": [r.verdict.success for r in results], "worker": worker_name(),
+            "record": record}
+
+
+def record_group(summary: dict, database_url: str | None) -> bool:
+    """Make sure the current database holds the group a (possibly cached) task result describes.
+
+    Called by the flow for every finished group: a result served from the cache never ran its
+    writes, and the database may be another one than the one it wrote to. True if rows were written.
+    """
+    with session_scope(get_engine(database_url)) as session:
+        return ensure_group(session, summary["record"])
 
 
 def worker_name() -> str:
@@ -177,9 +194,20 @@ def rank1_share(session, run_id: str) -> dict[str, float]:
 
 
 @task(name="score-evaluation")
-def score_evaluation(cfg: EvalConfig, run_id: str, harness_id: str, database_url: str | None) -> dict:
-    """Pass@k / Avg@k (mean, std over seeds; overall and per task type) from the stored trajectories."""
+def score_evaluation(cfg: EvalConfig, run_id: str, harness_id: str, database_url: str | None,
+                     expected_groups: int | None = None) -> dict:
+    """Pass@k / Avg@k (mean, std over seeds; overall and per task type) from the stored trajectories.
+
+    Refuses, in one line, to score a run whose database holds fewer groups than it ran.
+    """
     with session_scope(get_engine(database_url)) as session:
+        held = session.scalar(select(func.count()).select_from(RolloutGroup)
+                              .where(RolloutGroup.run_id == run_id, RolloutGroup.role == "eval"))
+        if not held or (expected_groups is not None and held < expected_groups):
+            raise LookupError(
+                f"run {run_id} has {held} of {expected_groups if expected_groups is not None else 'its'} rollout "
+                f"groups in {mask_url(database_url or default_url(create_home=False))}: start the same command again "
+                "(finished groups are written back from the results cache without running the model)")
         rows = session.execute(
             select(RolloutGroup.seed, Trajectory.bench_task_id, BenchTaskRow.task_type, Trajectory.success)
             .join(Trajectory, Trajectory.group_id == RolloutGroup.id)

@@ -1,7 +1,18 @@
-"""Turning rollout results into database rows (deterministic ids, one group at a time)."""
+"""Turning rollout results into database rows (deterministic ids, one group at a time).
+
+A task that writes a group also returns its *record*: the arguments of `build_group`, rollout
+results included. Prefect persists that return value, so when a later run gets the task's result
+from the cache (the task never executes), `ensure_group` writes the same rows into whatever
+database is current: moving from SQLite to PostgreSQL, or losing the database file, costs a
+re-run of the same command and no model time. Ids are deterministic, so this is an upsert.
+"""
 
 from __future__ import annotations
 
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from db import store
 from db.ids import stable_id
 from db.models import RolloutGroup, Trajectory, Turn
 from rl.rollout import RolloutResult
@@ -36,6 +47,24 @@ def build_group(*, run_id: str, step: int, bench_task_id: str, harness_id: str |
             for t in r.turns]
         group.trajectories.append(traj)
     return group
+
+
+def group_record(*, run_id: str, step: int, bench_task_id: str, harness_id: str | None, seed: int, role: str,
+                 checkpoint: str, results: list[RolloutResult]) -> dict:
+    """What `build_group` needs to write this group again (a task returns it with its summary)."""
+    return {"run_id": run_id, "step": step, "bench_task_id": bench_task_id, "harness_id": harness_id,
+            "seed": seed, "role": role, "checkpoint": checkpoint, "results": results}
+
+
+def ensure_group(session: Session, record: dict) -> bool:
+    """Write the group of `record` unless the database already holds it whole; True if it wrote."""
+    gid = group_id(record["run_id"], record["step"], record["bench_task_id"], record["harness_id"],
+                   record["seed"], record["role"])
+    held = session.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.group_id == gid))
+    if session.get(RolloutGroup, gid) is not None and held == len(record["results"]):
+        return False
+    store.replace_group(session, build_group(**record))
+    return True
 
 
 def _jsonable(value):

@@ -11,7 +11,7 @@ import threading
 from functools import lru_cache
 
 from configs.schema import EnvConfig, PolicyConfig
-from db.engine import make_engine, upgrade
+from db.engine import database_url, make_engine, sqlite_file, upgrade
 from envs.dbbench.data import BenchTask, load_split
 from envs.dbbench.env import DbBenchEnv
 from rl.batching import BatchingPolicy
@@ -39,10 +39,18 @@ def get_policy(cfg: PolicyConfig) -> Policy:
 
 
 def get_engine(url: str | None):
-    """Engine for `url` (None: HS_DATABASE_URL or the local SQLite file), migrated to head once."""
-    engine = _engine(url)
+    """Engine for `url` (None: HS_DATABASE_URL or the local SQLite file), migrated to head once.
+
+    A SQLite file deleted since (a long-lived worker between flow runs) is created and
+    migrated afresh, instead of pooled connections writing into the unlinked file.
+    """
+    engine = _engine(url or database_url())  # resolved now: HS_DATABASE_URL may change in a long-lived process
+    path = sqlite_file(engine.url)
     with _LOCK:
         key = str(engine.url)
+        if path is not None and not path.exists():
+            engine.dispose()
+            _UPGRADED.discard(key)
         if key not in _UPGRADED:
             upgrade(engine.url)
             _UPGRADED.add(key)

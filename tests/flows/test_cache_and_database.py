@@ -1,0 +1,90 @@
+"""The results cache and the trajectory database never disagree (the evaluation flow).
+
+A user evaluates on SQLite, then points the same checkout at another database, deletes the
+database file, or deletes the results cache, and runs the same command: the current database
+must then hold the same rows as after a clean run, and only a lost cache may cost model time.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from sqlalchemy import select
+
+from configs.schema import EvalConfig
+from db.engine import make_engine, session_scope
+from db.models import Evaluation, RolloutGroup, Trajectory, Turn
+
+
+def _rows(url: str) -> dict:
+    """Ids of every group, trajectory and turn, and the evaluation's metrics."""
+    engine = make_engine(url)
+    try:
+        with session_scope(engine) as s:
+            return {"groups": sorted(s.scalars(select(RolloutGroup.id))),
+                    "trajectories": sorted(s.scalars(select(Trajectory.id))),
+                    "turns": sorted(s.scalars(select(Turn.id))),
+                    "metrics": [e.metrics["overall"] for e in s.scalars(select(Evaluation))]}
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_switching_or_losing_the_database_refills_it_from_the_cache(
+        target, tmp_path, data_dir, prefect_api, smol_policy, monkeypatch, request):
+    import tasks.evaluation as te
+    from flows.evaluate import evaluate
+
+    real, executed = te.run_rollouts, []
+
+    def counting(policy, specs, *args, **kwargs):
+        executed.append(specs[0].bench_task.id)
+        return real(policy, specs, *args, **kwargs)
+
+    monkeypatch.setattr(te, "run_rollouts", counting)
+    first_url = f"sqlite:///{tmp_path / 'first.db'}"
+    monkeypatch.setenv("HS_DATABASE_URL", first_url)  # as the README says: the command itself is unchanged
+    cfg = EvalConfig(name="cachedb", split="dev", limit=2, k=2, seeds=1, results_dir=str(tmp_path / "results"),
+                     sampling={"max_new_tokens": 8}, env={"max_rounds": 1})
+    clean = evaluate(cfg)
+    expected = _rows(first_url)
+    assert len(expected["groups"]) == 2 and len(expected["trajectories"]) == 4 and len(executed) == 2
+
+    # 1. the same command against another, empty database: rows from the cache, no model call
+    other_url = request.getfixturevalue(f"{target}_url") if target == "postgres" else f"sqlite:///{tmp_path / 'b.db'}"
+    monkeypatch.setenv("HS_DATABASE_URL", other_url)
+    executed.clear()
+    switched = evaluate(cfg)
+    assert executed == [] and switched["rewritten_from_cache"] == 2
+    assert _rows(other_url) == expected and switched["overall"] == clean["overall"]
+
+    # 2. the database deleted, the cache kept: the same, again without the model
+    monkeypatch.setenv("HS_DATABASE_URL", first_url)
+    (tmp_path / "first.db").unlink()
+    refilled = evaluate(cfg)
+    assert executed == [] and refilled["rewritten_from_cache"] == 2 and _rows(first_url) == expected
+
+    # 3. the cache deleted, the database kept: the groups run again and replace their rows
+    shutil.rmtree(tmp_path / "results")
+    rerun = evaluate(cfg)
+    assert len(executed) == 2  # the only case that costs model time
+    assert rerun["rewritten_from_cache"] == 0
+    after = _rows(first_url)
+    assert {k: after[k] for k in ("groups", "trajectories")} == {k: expected[k] for k in ("groups", "trajectories")}
+
+
+def test_scoring_a_run_without_its_groups_says_what_is_missing(tmp_path):
+    from db import store
+    from tasks.evaluation import score_evaluation
+
+    from tasks.resources import get_engine
+
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    with session_scope(get_engine(url)) as s:
+        store.upsert_run(s, id="eval-empty", kind="eval", name="empty", status="running", config={})
+    cfg = EvalConfig(name="empty", split="dev", limit=1, results_dir=str(tmp_path / "results"))
+    with pytest.raises(LookupError, match=r"run eval-empty has 0 of 3 rollout groups in sqlite:///.*hs\.db: start "
+                                          r"the same command again"):
+        score_evaluation.fn(cfg, "eval-empty", "h0", url, expected_groups=3)
