@@ -468,6 +468,7 @@ def harness_check(path: Path = typer.Argument(..., help="Harness YAML, or a patc
     views.print_harness_summary(console, spec)
 
 
+from cli.db_copy import copy_cmd  # noqa: E402
 from cli.ops import deploy_cmd, rerun_cmd, rollout_cmd  # noqa: E402
 from cli.pipeline import quickstart_cmd, run_cmd  # noqa: E402
 from cli.stages import stage_cmd  # noqa: E402
@@ -478,6 +479,7 @@ app.command("rerun")(rerun_cmd)
 app.command("rollout")(rollout_cmd)
 app.command("deploy")(deploy_cmd)
 app.command("stage")(stage_cmd)
+db_app.command("copy")(copy_cmd)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,0 +1,87 @@
+"""Copy a whole trajectory database into another (`hs db copy --to URL`), e.g. SQLite -> PostgreSQL.
+
+The target is migrated to the latest revision first, then every table of the schema is copied in
+dependency order (parents before children), in chunks, as upserts keyed by primary key: copying
+twice, or into a database that already holds some of the rows, leaves one copy of each row with
+the source's values. Rows the target has and the source lacks are kept. Column types go through
+SQLAlchemy's own processing (JSON, UTC datetimes), so each backend stores its native form; the
+analysis views are defined by the migrations and need no copying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Table, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.pool import NullPool
+
+from db.engine import make_engine, mask_url, normalize_url, upgrade
+from db.models import Base
+
+CHUNK_ROWS = 200  # turns carry token lists: keep one chunk's parameters small on both backends
+
+
+def tables() -> list[Table]:
+    """Every table of the schema, parents before children."""
+    return list(Base.metadata.sorted_tables)
+
+
+def _upsert(connection: Connection, table: Table, rows: list[dict]) -> None:
+    dialect = connection.dialect.name
+    if dialect == "postgresql":
+        insert = postgresql.insert(table)
+    elif dialect == "sqlite":
+        insert = sqlite.insert(table)
+    else:
+        raise ValueError(f"copying into a {dialect} database is not supported: use SQLite or PostgreSQL")
+    keys = [c.name for c in table.primary_key.columns]
+    others = [c.name for c in table.columns if c.name not in keys]
+    statement = insert.on_conflict_do_update(index_elements=keys, set_={n: insert.excluded[n] for n in others}) \
+        if others else insert.on_conflict_do_nothing(index_elements=keys)
+    connection.execute(statement, rows)
+
+
+def copy_database(source_url: str, target_url: str,
+                  on_rows: Callable[[str, int, int], None] | None = None) -> dict[str, int]:
+    """Copy every row of `source_url` into `target_url`; rows copied per table.
+
+    `on_rows(table, done, total)` is called after every chunk (a progress bar).
+    """
+    if normalize_url(source_url) == normalize_url(target_url):
+        raise ValueError(f"source and target are the same database ({mask_url(source_url)}): give another --to")
+    upgrade(source_url)  # a source on an older revision reads with the current models
+    upgrade(target_url)
+    source = make_engine(source_url, create_folder=False, poolclass=NullPool)
+    target = make_engine(target_url, poolclass=NullPool)
+    copied: dict[str, int] = {}
+    try:
+        with source.connect() as reader, target.begin() as writer:
+            for table in tables():
+                total = reader.scalar(select(func.count()).select_from(table)) or 0
+                done = 0
+                order = [c for c in table.primary_key.columns]
+                result = reader.execution_options(yield_per=CHUNK_ROWS).execute(select(table).order_by(*order))
+                for chunk in result.mappings().partitions(CHUNK_ROWS):
+                    _upsert(writer, table, [dict(row) for row in chunk])
+                    done += len(chunk)
+                    if on_rows:
+                        on_rows(table.name, done, total)
+                if on_rows and total == 0:
+                    on_rows(table.name, 0, 0)
+                copied[table.name] = done
+    finally:
+        source.dispose()
+        target.dispose()
+    return copied
+
+
+def count_rows(url: str) -> dict[str, int]:
+    """Rows per table of the schema in `url`."""
+    engine = make_engine(url, create_folder=False, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            return {t.name: connection.scalar(select(func.count()).select_from(t)) or 0 for t in tables()}
+    finally:
+        engine.dispose()
