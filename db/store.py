@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import delete, inspect, select
+from sqlalchemy import delete, inspect, select, text
 from sqlalchemy.orm import Session, selectinload
 
 from db.models import (
@@ -133,6 +133,7 @@ def replace_group(session: Session, group: RolloutGroup) -> RolloutGroup:
         )
     if group in session:  # added by the caller: keep it out of the delete's autoflush
         session.expunge(group)
+    _lock_group(session, group.id)
     # No autoflush during the delete: a parent's loaded collection may already list the new
     # group (``RolloutGroup(run=run)``), which must not be flushed before the old one is gone.
     with session.no_autoflush:
@@ -152,6 +153,17 @@ def replace_group(session: Session, group: RolloutGroup) -> RolloutGroup:
     session.add(group)
     session.flush()
     return group
+
+
+def _lock_group(session: Session, group_id: str) -> None:
+    """Serialise writers of the same group until this transaction ends (PostgreSQL).
+
+    Two processes replacing one group at once (a retried task and its first attempt, two
+    workers) would otherwise both find nothing to delete and collide on its primary key, or
+    deadlock on its children. SQLite needs nothing: it has one writer at a time.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:id, 0))"), {"id": group_id})
 
 
 def delete_step_groups(session: Session, run_id: str, step: int, roles: Sequence[str]) -> int:
