@@ -133,10 +133,10 @@ def replace_group(session: Session, group: RolloutGroup) -> RolloutGroup:
         )
     if group in session:  # added by the caller: keep it out of the delete's autoflush
         session.expunge(group)
-    _lock_group(session, group.id)
     # No autoflush during the delete: a parent's loaded collection may already list the new
     # group (``RolloutGroup(run=run)``), which must not be flushed before the old one is gone.
     with session.no_autoflush:
+        _lock_group(session, group.id)
         _delete_group(session, group.id)
     run_id = group.run_id or (group.run.id if group.run is not None else None)
     bench_task_id = group.bench_task_id or (
