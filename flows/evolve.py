@@ -34,7 +34,7 @@ from flows.sft import ensure_warm_start
 from harness_pool.selection import greedy_cover
 from tasks.evaluation import result_storage
 from tasks.evolution import (freeze, judge, mark_evolution_failed, propose_children, record_candidates,
-                             register_evolution, run_harness)
+                             record_harness_run, record_rejected, register_evolution, run_harness)
 from tasks.training import warm_start_config
 
 
@@ -44,14 +44,17 @@ def _mark_failed(flow, flow_run, state) -> None:
 
 
 def run_harnesses(cfg: EvolveConfig, jobs: list[tuple], run_id: str, database_url: str | None, bar, bar_id) -> list[dict]:
-    """Harness runs, `concurrency` at a time (their generate calls are batched together)."""
+    """Harness runs, `concurrency` at a time (their generate calls are batched together); each
+    result, fresh or cached, is made sure to be in the current database."""
     runner = run_harness.with_options(result_storage=result_storage(cfg))
     out = []
     for start in range(0, len(jobs), cfg.concurrency):
         futures = [runner.submit(cfg, run_id, harness, task_ids, role, rnd, k, database_url)
                    for harness, task_ids, role, rnd, k in jobs[start:start + cfg.concurrency]]
         wait(futures)
-        out += [f.result() for f in futures]
+        for (harness, *_), future in zip(jobs[start:start + cfg.concurrency], futures):
+            out.append(future.result())
+            record_harness_run(harness, out[-1], database_url)  # a cached result skipped its writes
         bar.update(bar_id, advance=len(futures))
     return out
 
@@ -75,6 +78,7 @@ def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
             candidates = []
             for parent, diagnosis in zip(parents, diagnoses):
                 proposed = propose_children(cfg, run_id, rnd, parent, diagnosis, sorted(known), database_url)
+                record_rejected(cfg, run_id, rnd, proposed, database_url)
                 candidates += [c for c in proposed if c["spec"] is not None]
                 known |= {c["harness_id"] for c in proposed if c["harness_id"]}
             bar.update(bar_id, description=f"round {rnd}: validate", total=len(parents) + len(candidates))

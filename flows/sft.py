@@ -23,8 +23,8 @@ from prefect.runtime import flow_run
 
 from configs.schema import SftConfig
 from flows.ownership import claim_run
-from tasks.sft import (checkpoint_name, make_demonstrations, register_checkpoint, register_sft_run,
-                       train_checkpoint)
+from tasks.sft import (checkpoint_name, make_demonstrations, record_existing_checkpoint, register_checkpoint,
+                       register_sft_run, train_checkpoint)
 
 
 @flow(name="sft", flow_run_name="sft-{config.name}")
@@ -45,8 +45,13 @@ def sft(config: SftConfig, database_url: str | None = None) -> dict:
 
 
 def ensure_warm_start(sft_cfg: SftConfig | None, database_url: str | None) -> None:
-    """Build the warm-start checkpoint as a subflow on first use; a no-op once it exists."""
+    """Build the warm-start checkpoint as a subflow on first use; once it exists, only make
+    sure the current database records it (a new or lost database gets its rows back)."""
     from rl.checkpoints import is_complete
 
-    if sft_cfg is not None and not is_complete(checkpoint_name(sft_cfg)):
+    if sft_cfg is None:
+        return
+    if not is_complete(checkpoint_name(sft_cfg)):
         sft(sft_cfg, database_url)
+    else:
+        record_existing_checkpoint(sft_cfg, database_url)

@@ -29,7 +29,7 @@ from harness_pool.spec import HarnessError, HarnessSpec, load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
 from tasks import tracking
-from tasks.records import build_group
+from tasks.records import build_group, ensure_group, group_record
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
 from tasks.sft import checkpoint_name
 from tasks.training import warm_start_config
@@ -87,7 +87,7 @@ def facts_of(result: RolloutResult, the_task, trajectory_id: str) -> Facts:
                  success=result.verdict.success)
 
 
-@task(name="run-harness", cache_policy=(INPUTS - "cfg") + TASK_SOURCE, persist_result=True, retries=1,
+@task(name="run-harness", cache_policy=(INPUTS - "cfg" - "database_url") + TASK_SOURCE, persist_result=True, retries=1,
       task_run_name="{role}-r{round}-{harness[name]}")
 def run_harness(cfg: EvolveConfig, run_id: str, harness: dict, task_ids: list[str], role: str, round: int,
                 k: int, database_url: str | None) -> dict:
@@ -99,13 +99,14 @@ def run_harness(cfg: EvolveConfig, run_id: str, harness: dict, task_ids: list[st
     s = cfg.sampling
     sampling = Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=int(stable_id(cfg.seed, round, role)[:8], 16))
     results = run_rollouts(get_policy(policy_config(cfg)), specs, env_factory(cfg.env), sampling, cfg.env.max_rounds)
-    out = {}
+    out, records = {}, []
     with session_scope(get_engine(database_url)) as session:
         _record_harness(session, spec)
         for n, t in enumerate(the_tasks):
             res = results[n * k:(n + 1) * k]
-            group = build_group(run_id=run_id, step=round, bench_task_id=t.id, harness_id=spec.id, seed=cfg.seed,
-                                role=role, checkpoint=policy_config(cfg).model, results=res)
+            records.append(group_record(run_id=run_id, step=round, bench_task_id=t.id, harness_id=spec.id,
+                                        seed=cfg.seed, role=role, checkpoint=policy_config(cfg).model, results=res))
+            group = build_group(**records[-1])
             store.replace_group(session, group)
             trajs = sorted(group.trajectories, key=lambda x: x.sample_index)
             causes = [root_cause(facts_of(r, t, tr.id)) for r, tr in zip(res, trajs)]
@@ -115,7 +116,15 @@ def run_harness(cfg: EvolveConfig, run_id: str, harness: dict, task_ids: list[st
                 causes = llm_causes(cfg, res, causes)
             out[t.id] = {"successes": [r.verdict.success for r in res], "causes": causes,
                          "trajectory_ids": [tr.id for tr in trajs]}
-    return {"harness_id": spec.id, "name": spec.name, "tasks": out}
+    return {"harness_id": spec.id, "name": spec.name, "tasks": out, "records": records}
+
+
+def record_harness_run(harness: dict, result: dict, database_url: str | None) -> int:
+    """Make sure the current database holds what a (possibly cached) `run_harness` wrote: the
+    harness and its groups. Returns how many groups were written (0 when all were there)."""
+    with session_scope(get_engine(database_url)) as session:
+        _record_harness(session, HarnessSpec.model_validate(harness))
+        return sum(ensure_group(session, record) for record in result["records"])
 
 
 # -- editing -----------------------------------------------------------------------------------
@@ -125,13 +134,14 @@ def _clusters(run: dict, min_support: int):
     return cluster_causes(causes, min_support)
 
 
-@task(name="propose-children", cache_policy=(INPUTS - "cfg") + TASK_SOURCE, persist_result=True,
+@task(name="propose-children", cache_policy=(INPUTS - "cfg" - "database_url") + TASK_SOURCE, persist_result=True,
       task_run_name="edit-r{round}-{parent[name]}")
 def propose_children(cfg: EvolveConfig, run_id: str, round: int, parent: dict, diagnosis: dict,
                      known_ids: list[str], database_url: str | None) -> list[dict]:
     """The editor's candidates for one parent, each with its validation tasks: the targeted
     failures plus controls (tasks the parent solved in every diagnosis rollout, see
-    _robust_first). Rejected patches are recorded with the reason. (Prefect's cache key covers
+    _robust_first). The flow records the rejected patches with their reason (record_rejected),
+    whether this result is fresh or cached. (Prefect's cache key covers
     this function's source only: change this docstring when a helper's rule changes.)"""
     spec = HarnessSpec.model_validate(parent)
     groups = target_groups(_clusters(diagnosis, cfg.diagnose.min_support))
@@ -156,14 +166,19 @@ def propose_children(cfg: EvolveConfig, run_id: str, round: int, parent: dict, d
         if child is not None:
             seen.add(child.id)
         out.append(candidate)
+    return out
+
+
+def record_rejected(cfg: EvolveConfig, run_id: str, round: int, proposed: list[dict], database_url: str | None) -> None:
+    """Record the rejected patches among `propose_children`'s candidates (idempotent: the flow
+    calls it after every call, cached or not, so the current database always has them)."""
     with session_scope(get_engine(database_url)) as session:
-        for c in out:
+        for c in proposed:
             if c["spec"] is None:
                 session.merge(EvolutionCandidate(
                     id=c["id"], run_id=run_id, round=round, parent_id=c["parent_id"], harness_id=None, name=c["name"],
                     editor=cfg.editor.kind, root_causes=c["root_causes"], status="rejected",
                     details={"error": c["error"], "editor": c["editor"]}))
-    return out
 
 
 def _robust_first(diagnosis: dict, seed: str) -> list[str]:

@@ -127,3 +127,16 @@ def register_sft_run(cfg: SftConfig, database_url: str | None, prefect_flow_run_
         store.upsert_run(session, id=run_id, kind="sft", name=cfg.name, config=cfg.model_dump(mode="json"),
                          status="running", prefect_flow_run_id=prefect_flow_run_id)
     return run_id
+
+
+def record_existing_checkpoint(cfg: SftConfig, database_url: str | None) -> bool:
+    """A warm start already on disk, but unknown to the current database (a new or lost one):
+    record its run and checkpoint rows from the checkpoint's own metadata. True if it wrote."""
+    name = checkpoint_name(cfg)
+    with session_scope(get_engine(database_url)) as session:
+        if session.get(Checkpoint, name) is not None:
+            return False
+    meta = read_meta(name)
+    register_sft_run.fn(cfg, database_url, None)
+    register_checkpoint.fn({**meta, "run_id": sft_run_id(cfg)}, database_url)
+    return True

@@ -88,3 +88,47 @@ def test_scoring_a_run_without_its_groups_says_what_is_missing(tmp_path):
     with pytest.raises(LookupError, match=r"run eval-empty has 0 of 3 rollout groups in sqlite:///.*hs\.db: start "
                                           r"the same command again"):
         score_evaluation.fn(cfg, "eval-empty", "h0", url, expected_groups=3)
+
+
+@pytest.mark.slow
+def test_evolution_in_a_new_or_lost_database_is_refilled_from_the_cache(tmp_path, train_dir, prefect_api,
+                                                                        monkeypatch):
+    """Evolution with a scripted policy (tests/flows/test_evolve_flow.py): the rows of the
+    diagnosis and validation runs and the rejected candidates reach every database."""
+    from db.models import EvolutionCandidate, Harness, Pool
+    from flows.evolve import evolve
+    from tasks import evolution
+    from tasks.resources import bench_task
+    from tests.flows.test_evolve_flow import ScalarAnswers, evolve_cfg
+
+    cfg = evolve_cfg(tmp_path, rounds=1)
+    tasks = [bench_task(cfg.env, i) for i in evolution.diagnosis_task_ids(cfg)]
+    calls = []
+    scripted = ScalarAnswers({t.description: str(t.label[0]) for t in tasks if not t.is_mutation and len(t.label) == 1})
+
+    def policy(_):
+        calls.append(1)
+        return scripted
+
+    monkeypatch.setattr(evolution, "get_policy", policy)
+
+    def rows(url):
+        engine = make_engine(url)
+        try:
+            with session_scope(engine) as s:
+                return {m.__name__: sorted(s.scalars(select(m.id))) for m in
+                        (RolloutGroup, Trajectory, Turn, EvolutionCandidate, Harness, Pool)}
+        finally:
+            engine.dispose()
+
+    first_url = f"sqlite:///{tmp_path / 'first.db'}"
+    clean = evolve(cfg, database_url=first_url)
+    expected = rows(first_url)
+    assert expected["RolloutGroup"] and expected["EvolutionCandidate"] and calls
+    calls.clear()
+    other_url = f"sqlite:///{tmp_path / 'other.db'}"
+    assert evolve(cfg, database_url=other_url)["pool_id"] == clean["pool_id"] and calls == []
+    assert rows(other_url) == expected
+    (tmp_path / "first.db").unlink()
+    evolve(cfg, database_url=first_url)
+    assert rows(first_url) == expected and calls == []

@@ -36,6 +36,18 @@ def test_sft_flow_registers_a_checkpoint_that_eval_can_load(tmp_path, train_dir,
     again = sft(cfg, database_url=url)  # same config: the checkpoint is reused, not retrained
     assert again["checkpoint"] == name and weights.stat().st_mtime_ns == stamp
 
+    # a warm start on disk and a new database (switched, or the old one deleted): its rows come back
+    from flows.sft import ensure_warm_start
+
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    ensure_warm_start(cfg, other)
+    assert weights.stat().st_mtime_ns == stamp  # not retrained
+    with session_scope(make_engine(url)) as s, session_scope(make_engine(other)) as o:
+        mine, theirs = s.get(Checkpoint, name), o.get(Checkpoint, name)
+        assert (theirs.run_id, theirs.kind, theirs.step, theirs.metrics, theirs.provenance) == (
+            mine.run_id, mine.kind, mine.step, mine.metrics, mine.provenance)
+        assert o.get(Run, theirs.run_id).status == "completed"
+
 
 @pytest.mark.slow
 def test_lora_warm_start_saves_merged_weights(tmp_path, train_dir, prefect_api, smol_policy, monkeypatch):
