@@ -262,13 +262,14 @@ def _train_preflight(cfg, database_url: str | None) -> None:
     from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
-    from tasks.training import init_checkpoint, warm_start_config
+    from tasks.training import check_recorded_updates, init_checkpoint, train_run_id, warm_start_config
 
     for name in {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}:
         load_harness(name, cfg.env.benchmark)
     resolve_pool(cfg.pool, cfg.env.benchmark)
     check_training_split(cfg.env.data_dir)
-    open_database(database_url, write=True)
+    url = open_database(database_url, write=True)
+    check_recorded_updates(cfg, train_run_id(cfg), url)  # before Prefect or the model starts
     if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
         resolve_model(init_checkpoint(cfg))
 

@@ -29,7 +29,8 @@ from sqlalchemy.orm import selectinload
 
 from configs.schema import CONFIG_DIR, SftConfig, TrainConfig, load_config
 from db import store
-from db.engine import session_scope
+from db.engine import database_url as default_url
+from db.engine import mask_url, session_scope
 from db.ids import stable_id
 from db.models import Checkpoint, Evaluation, RolloutGroup, TrainStep, Trajectory
 from harness_pool.pool_store import resolve_pool
@@ -131,6 +132,25 @@ def read_progress(cfg: TrainConfig, run_id: str) -> dict:
 
 def completed_updates(cfg: TrainConfig, run_id: str) -> int:
     return read_progress(cfg, run_id)["updates"]
+
+
+def check_recorded_updates(cfg: TrainConfig, run_id: str, database_url: str | None) -> None:
+    """A run resumes from its trainer state on disk; the updates that state has finished must be
+    in the current database too, or the run's report and summary would miss them. One-line
+    LookupError saying which and how to fix it (the database was switched or deleted)."""
+    done = completed_updates(cfg, run_id)
+    if done == 0:
+        return
+    with session_scope(get_engine(database_url)) as session:
+        held = set(session.scalars(select(TrainStep.step).where(TrainStep.run_id == run_id)))
+    missing = sorted(set(range(done)) - held)
+    if missing:
+        where = mask_url(database_url or default_url(create_home=False))
+        raise LookupError(
+            f"run {run_id}: its trainer state in {state_dir(cfg, run_id)} has {done} finished updates, but {where} "
+            f"holds no rows for {len(missing)} of them (updates {missing[0]}..{missing[-1]}): copy them from the "
+            f"database they were written to (hs db copy --from OLD_URL --to {where}), or delete "
+            f"{state_dir(cfg, run_id)} to train this run again")
 
 
 # -- the in-process policy + trainer --------------------------------------------------------

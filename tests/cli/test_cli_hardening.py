@@ -269,3 +269,25 @@ def test_rerun_sees_a_flow_run_whose_owner_died_as_crashed(tmp_path):
     engine.dispose()
     assert owner_is_gone("f-dead", url)
     assert not owner_is_gone("f-alive", url) and not owner_is_gone("f-unknown", url)
+
+
+def test_resuming_training_into_a_database_without_its_updates_says_so_before_any_flow(tmp_path, train_dir,
+                                                                                          monkeypatch):
+    """The trainer state on disk says 2 updates are done; a new database has none of them."""
+    import json
+
+    from configs.schema import TrainConfig, load_config
+    from tasks.training import state_dir, train_run_id
+
+    monkeypatch.setenv("HS_GENERATED_DIR", str(train_dir))
+    monkeypatch.setenv("HS_DATABASE_URL", f"sqlite:///{tmp_path / 'new.db'}")
+    states = tmp_path / "state"
+    cfg = load_config(TrainConfig, Path("configs/train_dbbench_smol.yaml"), {}, [f"state_dir={states}"])
+    folder = state_dir(cfg, train_run_id(cfg))
+    folder.mkdir(parents=True)
+    (folder / "progress.json").write_text(json.dumps({"updates": 2}))
+    _flow_must_not_run(monkeypatch, "flows.train", "train")
+    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml",
+                                               "--set", f"state_dir={states}"]))
+    assert f"its trainer state in {folder} has 2 finished updates" in text
+    assert "no rows for 2 of them (updates 0..1)" in text and "hs db copy --from OLD_URL" in text
