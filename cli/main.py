@@ -269,7 +269,7 @@ def _train_preflight(cfg, database_url: str | None) -> None:
     resolve_pool(cfg.pool, cfg.env.benchmark)
     check_training_split(cfg.env.data_dir)
     url = open_database(database_url, write=True)
-    check_recorded_updates(cfg, train_run_id(cfg), url)  # before Prefect or the model starts
+    check_recorded_updates(cfg, train_run_id(cfg), url, restore=False)  # before Prefect or the model starts
     if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
         resolve_model(init_checkpoint(cfg))
 

@@ -28,7 +28,8 @@ def tables() -> list[Table]:
     return list(Base.metadata.sorted_tables)
 
 
-def _upsert(connection: Connection, table: Table, rows: list[dict]) -> None:
+def upsert_rows(connection: Connection, table: Table, rows: list[dict]) -> None:
+    """Insert `rows` into `table`, replacing rows with the same primary key (SQLite, PostgreSQL)."""
     dialect = connection.dialect.name
     if dialect == "postgresql":
         insert = postgresql.insert(table)
@@ -64,7 +65,7 @@ def copy_database(source_url: str, target_url: str,
                 order = [c for c in table.primary_key.columns]
                 result = reader.execution_options(yield_per=CHUNK_ROWS).execute(select(table).order_by(*order))
                 for chunk in result.mappings().partitions(CHUNK_ROWS):
-                    _upsert(writer, table, [dict(row) for row in chunk])
+                    upsert_rows(writer, table, [dict(row) for row in chunk])
                     done += len(chunk)
                     if on_rows:
                         on_rows(table.name, done, total)

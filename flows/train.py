@@ -28,9 +28,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from configs.schema import TrainConfig
 from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
-from tasks.training import (batch_for_step, check_recorded_updates, collect_groups, completed_updates, finish_train_run, init_checkpoint,
-                            mark_train_failed, paired_validation, record_step, register_train_run, rl_checkpoint_name,
-                            save_progress, update_policy, warm_start_config)
+from tasks.training import (batch_for_step, check_recorded_updates, collect_groups, completed_updates,
+                            finish_train_run, init_checkpoint, mark_train_failed, paired_validation, record_step,
+                            register_train_run, rl_checkpoint_name, save_progress, update_policy, warm_start_config)
 
 
 def _progress() -> Progress:
@@ -61,7 +61,8 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
     run = register_train_run(cfg, database_url, flow_run.get_id())
     claim_run(run["run_id"], database_url)
     run_id = run["run_id"]
-    check_recorded_updates(cfg, run_id, database_url)  # resuming into another database: say so, once
+    if check_recorded_updates(cfg, run_id, database_url):  # resumed into a new or emptied database
+        logger.info("run %s: its finished updates were written back from %s", run_id, cfg.state_dir)
     start = completed_updates(cfg, run_id)
     logger.info("run %s from %s: updates %d..%d, %d training tasks, mode %s", run_id, init_checkpoint(cfg), start,
                 cfg.updates - 1, len(run["train_task_ids"]), cfg.mode)

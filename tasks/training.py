@@ -32,6 +32,7 @@ from db import store
 from db.engine import database_url as default_url
 from db.engine import mask_url, session_scope
 from db.ids import stable_id
+from db.journal import journal_path, restore_steps, save_step
 from db.models import Checkpoint, Evaluation, RolloutGroup, TrainStep, Trajectory
 from harness_pool.pool_store import resolve_pool
 from harness_pool.spec import HarnessSpec, load_harness
@@ -134,23 +135,29 @@ def completed_updates(cfg: TrainConfig, run_id: str) -> int:
     return read_progress(cfg, run_id)["updates"]
 
 
-def check_recorded_updates(cfg: TrainConfig, run_id: str, database_url: str | None) -> None:
+def check_recorded_updates(cfg: TrainConfig, run_id: str, database_url: str | None, restore: bool = True) -> int:
     """A run resumes from its trainer state on disk; the updates that state has finished must be
-    in the current database too, or the run's report and summary would miss them. One-line
-    LookupError saying which and how to fix it (the database was switched or deleted)."""
+    in the current database too (it may have been switched or deleted since). Missing rows are
+    written back from the step files saved beside the state (db/journal.py) when `restore`;
+    a step with no file is a one-line LookupError saying how to fix it. Returns rows written."""
     done = completed_updates(cfg, run_id)
     if done == 0:
-        return
+        return 0
+    folder = state_dir(cfg, run_id)
     with session_scope(get_engine(database_url)) as session:
         held = set(session.scalars(select(TrainStep.step).where(TrainStep.run_id == run_id)))
-    missing = sorted(set(range(done)) - held)
-    if missing:
-        where = mask_url(database_url or default_url(create_home=False))
-        raise LookupError(
-            f"run {run_id}: its trainer state in {state_dir(cfg, run_id)} has {done} finished updates, but {where} "
-            f"holds no rows for {len(missing)} of them (updates {missing[0]}..{missing[-1]}): copy them from the "
-            f"database they were written to (hs db copy --from OLD_URL --to {where}), or delete "
-            f"{state_dir(cfg, run_id)} to train this run again")
+        missing = sorted(set(range(done)) - held)
+        unsaved = [s for s in missing if not journal_path(folder, s).exists()]
+        if unsaved:
+            where = mask_url(database_url or default_url(create_home=False))
+            raise LookupError(
+                f"run {run_id}: its trainer state in {folder} has {done} finished updates, but {where} holds no "
+                f"rows for {len(unsaved)} of them (updates {unsaved[0]}..{unsaved[-1]}) and no saved copy is there: "
+                f"copy them from the database they were written to (hs db copy --from OLD_URL --to {where}), or "
+                f"delete {folder} to train this run again")
+        if missing and restore:
+            return sum(restore_steps(session, folder).values())
+    return 0
 
 
 # -- the in-process policy + trainer --------------------------------------------------------
@@ -357,6 +364,8 @@ def save_progress(cfg: TrainConfig, run_id: str, step: int, database_url: str | 
     name = None
     if updates % cfg.checkpoint_every == 0 or updates == cfg.updates:
         name = register_rl_checkpoint(cfg, run_id, handle, updates, database_url)
+    with session_scope(get_engine(database_url)) as session:  # this step's rows, beside the state
+        save_step(session, folder, run_id, step)
     # The pointer switches atomically, so a kill at any moment leaves a consistent (count, state) pair.
     tmp = folder / "progress.json.tmp"
     tmp.write_text(json.dumps({"updates": updates, "state": state, "run_id": run_id}))
@@ -432,6 +441,7 @@ def finish_train_run(cfg: TrainConfig, run_id: str, final_reanchor: dict, databa
     tracking.log_metrics(run_id, cfg.wandb, cfg.model_dump(mode="json"),
                          {f"reanchor/{k}_success": v for k, v in final_reanchor["success"].items()}, cfg.updates)
     with session_scope(get_engine(database_url)) as session:
+        save_step(session, state_dir(cfg, run_id), run_id, cfg.updates)  # the final re-anchor's rows
         store.finish_run(session, run_id, "completed")
         rows = session.scalars(select(TrainStep).where(TrainStep.run_id == run_id).order_by(TrainStep.step)).all()
         history = [{"step": r.step, **r.metrics} for r in rows]

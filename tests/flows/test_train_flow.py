@@ -154,4 +154,5 @@ def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, tr
         assert ckpt is not None and ckpt.kind == "rl" and ckpt.parent_id == "smollm2-135m"
     progress = json.loads((tmp_path / "runs" / run_id / "progress.json").read_text())
     assert progress == {"updates": 2, "state": "trainer-u2.pt", "run_id": run_id}
-    assert sorted(p.name for p in (tmp_path / "runs" / run_id).iterdir()) == ["progress.json", "trainer-u2.pt"]
+    assert sorted(p.name for p in (tmp_path / "runs" / run_id).iterdir()) == [  # old trainer states pruned;
+        "progress.json", "rows-step0.pkl.gz", "rows-step1.pkl.gz", "rows-step2.pkl.gz", "trainer-u2.pt"]  # rows kept
