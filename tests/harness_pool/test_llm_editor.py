@@ -219,7 +219,7 @@ def test_the_evolution_task_uses_the_configured_llm_editor_and_records_rejection
     from db import store
     from db.engine import make_engine, session_scope
     from db.models import EvolutionCandidate
-    from tasks.evolution import propose_children
+    from tasks.evolution import propose_children, record_rejected
     from tasks.resources import get_engine
 
     server, _ = openai_server(fenced(PATCH), fenced(BAD_PATCH), fenced(BAD_PATCH))
@@ -244,6 +244,7 @@ def test_the_evolution_task_uses_the_configured_llm_editor_and_records_rejection
     assert good["targeted"] == ["t1", "t2", "t3", "t4"] and good["controls"] == ["t5"]
     assert good["editor"]["usage_total"]["prompt_tokens"] > 0 and good["editor"]["attempts"] == 1
     assert bad["spec"] is None and "Import" in bad["error"] and len(server.requests) == 3
+    record_rejected(cfg, "evo-run", 1, out, url)  # what the flow does with every result, fresh or cached
     with session_scope(make_engine(url)) as s:
         rows = s.scalars(select(EvolutionCandidate)).all()
         assert [(r.name, r.status, r.editor) for r in rows] == [(bad["name"], "rejected", "openai")]
