@@ -83,6 +83,12 @@ def claim_run(run_id: str, database_url: str | None) -> None:
         run.status, run.finished_at = "running", None
 
 
+def abandoned(run) -> bool:
+    """Run row `run` is still 'running' but its owner on this host is gone."""
+    owner = (run.results or {}).get("owner") if isinstance(run.results, dict) else None
+    return run.status == "running" and isinstance(owner, dict) and owner_alive(owner) is False
+
+
 def crash_note(run) -> str | None:
     """The crash note of a run marked failed by :func:`reap_abandoned_runs`, else None."""
     note = (run.results or {}).get("crashed") if isinstance(run.results, dict) else None
@@ -107,9 +113,9 @@ def reap_abandoned_runs(url: str) -> list[str]:
     try:
         with session_scope(engine) as session:
             for run in session.scalars(select(Run).where(Run.status == "running")).all():
-                owner = (run.results or {}).get("owner") if isinstance(run.results, dict) else None
-                if not isinstance(owner, dict) or owner_alive(owner) is not False:
+                if not abandoned(run):
                     continue
+                owner = run.results["owner"]
                 when = utcnow().strftime("%Y-%m-%d %H:%M:%S UTC")
                 note = (f"its process {owner['pid']} on {owner['host']} ended without finishing it "
                         f"(killed?); marked crashed at {when}")

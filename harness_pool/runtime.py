@@ -72,11 +72,6 @@ class HarnessRuntime:
         # Code hooks run only in the confined worker process, compiled fresh for this episode.
         self.hooks = HookSession([(h.name, h.source) for h in spec.code_hooks]) if spec.code_hooks else None
 
-    @property
-    def notebook(self) -> dict:
-        """The code hooks' per-episode notes (JSON values)."""
-        return self.hooks.notebook if self.hooks else {}
-
     def close(self) -> None:
         """Forget this episode's compiled hooks in the worker."""
         if self.hooks is not None:
@@ -111,11 +106,11 @@ class HarnessRuntime:
 
     def _context(self, point: str, action_kind: str | None, sql: str | None) -> dict:
         """What a code hook sees; every text bounded, since the agent's SQL and results are."""
-        s, cap = self.state, _clip
-        return {**{k: cap(v) for k, v in self.fields.items()}, "point": point, "round": s.round,
-                "queries": s.queries, "last_error": s.last_error, "last_observation": cap(s.last_observation),
-                "sql_history": tuple(cap(q, CTX_SQL_CHARS) for q, _ in s.sql_log[-CTX_SQL_HISTORY:]),
-                "action_kind": action_kind, "action_sql": None if sql is None else cap(sql)}
+        s = self.state
+        return {**{k: _clip(v) for k, v in self.fields.items()}, "point": point, "round": s.round,
+                "queries": s.queries, "last_error": s.last_error, "last_observation": _clip(s.last_observation),
+                "sql_history": tuple(_clip(q, CTX_SQL_CHARS) for q, _ in s.sql_log[-CTX_SQL_HISTORY:]),
+                "action_kind": action_kind, "action_sql": None if sql is None else _clip(sql)}
 
     def run_code(self, point: str, action_kind: str | None = None, sql: str | None = None
                  ) -> tuple[list[dict[str, str]], list[dict]]:

@@ -210,8 +210,9 @@ def _template_problem(template: str, limits: SandboxLimits) -> str | None:
             return f"the format field '{{{field}}}' reads an attribute or index, which is not allowed"
         if spec and "{" in spec:
             return "a nested format spec is not allowed"
-        if spec and _width_problem(spec, limits):
-            return _width_problem(spec, limits)
+        problem = _width_problem(spec, limits) if spec else None
+        if problem:
+            return problem
     return None
 
 

@@ -68,7 +68,7 @@ def owner_is_gone(flow_run_id: str, database_url: str | None = None) -> bool:
     from db.engine import database_url as default_url
     from db.engine import make_engine, session_scope, sqlite_file
     from db.models import Run
-    from flows.ownership import crash_note, owner_alive
+    from flows.ownership import abandoned, crash_note
 
     url = database_url or default_url(create_home=False)
     path = sqlite_file(url)
@@ -80,9 +80,7 @@ def owner_is_gone(flow_run_id: str, database_url: str | None = None) -> bool:
             run = session.scalars(select(Run).where(Run.prefect_flow_run_id == flow_run_id)).first()
             if run is None:
                 return False
-            owner = (run.results or {}).get("owner") if isinstance(run.results, dict) else None
-            return crash_note(run) is not None or (
-                run.status == "running" and isinstance(owner, dict) and owner_alive(owner) is False)
+            return crash_note(run) is not None or abandoned(run)
     except SQLAlchemyError:
         return False
     finally:
