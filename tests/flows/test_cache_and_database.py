@@ -17,6 +17,19 @@ from db.engine import make_engine, session_scope
 from db.models import Evaluation, RolloutGroup, Trajectory, Turn
 
 
+def every_id(url: str) -> dict:
+    """The primary keys of every table: two databases filled by the same work hold the same ids."""
+    from db.models import Base
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as c:
+            return {t.name: sorted(tuple(r) for r in c.execute(select(*t.primary_key.columns)))
+                    for t in Base.metadata.sorted_tables}
+    finally:
+        engine.dispose()
+
+
 def _rows(url: str) -> dict:
     """Ids of every group, trajectory and turn, and the evaluation's metrics."""
     engine = make_engine(url)
@@ -134,6 +147,9 @@ def test_evolution_in_a_new_or_lost_database_is_refilled_from_the_cache(tmp_path
     (tmp_path / "first.db").unlink()
     evolve(cfg, database_url=first_url)
     assert rows(first_url) == expected and calls == []
+    shutil.rmtree(tmp_path / "results")  # the cache lost, the database kept: evolution runs again, same rows
+    assert evolve(cfg, database_url=first_url)["pool_id"] == clean["pool_id"] and calls
+    assert rows(first_url) == expected
 
 
 @pytest.mark.slow
@@ -179,3 +195,11 @@ def test_a_finished_training_run_in_a_new_or_lost_database_is_refilled_from_its_
     (tmp_path / "first.db").unlink()
     train(cfg, database_url=first_url)
     assert rollouts == [] and rows(first_url) == expected
+    # training keeps no Prefect results; its persisted results are the state directory. Lost, the
+    # run trains again from the same seeds and replaces its rows: the same ids, nothing duplicated
+    assert not (tmp_path / "results").exists()
+    shutil.rmtree(tmp_path / "runs")
+    train(cfg, database_url=first_url)
+    after = rows(first_url)
+    assert rollouts and {k: v for k, v in after.items() if k != "metrics"} == {
+        k: v for k, v in expected.items() if k != "metrics"}

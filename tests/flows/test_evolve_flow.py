@@ -148,3 +148,12 @@ def test_pool_report_measures_locality_and_complementarity(tmp_path, train_dir, 
         h0_groups = s.scalars(select(RolloutGroup).where(RolloutGroup.role == "report",
                                                           RolloutGroup.harness_id == load_harness("h0").id)).all()
         assert len(h0_groups) == 6 and all(g.k == 2 for g in h0_groups)  # H0 at the pool's rollout count
+
+    # the same report on a new database: every row comes from the cache, the figures are the same
+    from tests.flows.test_cache_and_database import every_id
+
+    monkeypatch.setattr(evolution, "get_policy", lambda _: pytest.fail("a cached report ran the policy"))
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    again = pool_report(cfg, database_url=other)
+    assert again["locality"] == report["locality"] and again["complementarity"] == report["complementarity"]
+    assert every_id(other) == every_id(url)

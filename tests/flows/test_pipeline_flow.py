@@ -99,6 +99,31 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
     with session_scope(make_engine(url)) as s:
         assert s.scalar(select(func.count()).select_from(Trajectory)) == n_traj
 
+    # the same pipeline on a new database, on a deleted one, and with the results cache deleted:
+    # each time the database ends with every row of the clean run; only a lost cache costs rollouts
+    import shutil
+
+    import tasks.evaluation as te
+    import tasks.training as tt
+    from tests.flows.test_cache_and_database import every_id
+
+    rollouts = []
+    for module in (te, tt):
+        real = module.run_rollouts
+        monkeypatch.setattr(module, "run_rollouts",
+                            lambda *a, _real=real, **kw: rollouts.append(1) or _real(*a, **kw))
+    expected = every_id(url)
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    assert harness_s(cfg, database_url=other)["evaluations"] == result["evaluations"]
+    assert rollouts == [] and every_id(other) == expected
+    (tmp_path / "hs.db").unlink()
+    assert harness_s(cfg, database_url=url)["evaluations"] == result["evaluations"]
+    assert rollouts == [] and every_id(url) == expected
+    shutil.rmtree(tmp_path / "results")
+    rerun = harness_s(cfg, database_url=url)
+    assert rollouts and list(rerun["evaluations"]) == list(result["evaluations"])
+    assert every_id(url) == expected
+
 
 @pytest.mark.parametrize("path", ["configs/quickstart.yaml", "configs/pipeline_dbbench_smol.yaml", "params.yaml"])
 def test_committed_pipeline_configs_validate(path):

@@ -48,6 +48,22 @@ def test_sft_flow_registers_a_checkpoint_that_eval_can_load(tmp_path, train_dir,
             mine.run_id, mine.kind, mine.step, mine.metrics, mine.provenance)
         assert o.get(Run, theirs.run_id).status == "completed"
 
+    # the whole flow, not only the warm-start check: a switched database, then a deleted results
+    # cache; the checkpoint is never retrained and each database holds the rows of a clean run
+    import shutil
+
+    def checkpoint_rows(database):
+        with session_scope(make_engine(database)) as s:
+            row = s.get(Checkpoint, name)
+            return row.run_id, row.kind, row.step, row.metrics, s.get(Run, row.run_id).status
+
+    switched = f"sqlite:///{tmp_path / 'switched.db'}"
+    assert sft(cfg, database_url=switched)["checkpoint"] == name
+    shutil.rmtree(tmp_path / "results")
+    assert sft(cfg, database_url=url)["demonstrations"] == 10  # the demonstrations are replayed again
+    assert weights.stat().st_mtime_ns == stamp
+    assert checkpoint_rows(switched) == checkpoint_rows(url)
+
 
 @pytest.mark.slow
 def test_lora_warm_start_saves_merged_weights(tmp_path, train_dir, prefect_api, smol_policy, monkeypatch):
