@@ -51,6 +51,8 @@ class ChatSession:
     a new message adds to the chat template's rendering).
     pending_ids/pending_text: what was appended since the last generation (mask 0 context),
     taken by the rollout engine with `take_pending()` when it records a turn.
+    cache: backend-owned state for a prefix of token_ids (the lean engine's keys/values), so a
+    new turn computes only what was appended; dropped when the context is replaced.
     """
 
     messages: list[dict[str, str]]
@@ -59,6 +61,11 @@ class ChatSession:
     pending_text: str = ""
     rendered_text: str = ""
     context_resets: int = 0
+    cache: object | None = field(default=None, repr=False, compare=False)
+
+    def release(self) -> None:
+        """The episode is over: free what the backend kept for it."""
+        self.cache = None
 
     def take_pending(self) -> tuple[list[int], str]:
         ids, text = self.pending_ids, self.pending_text

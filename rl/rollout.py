@@ -145,6 +145,8 @@ def run_rollouts(policy: Policy, specs: list[RolloutSpec], make_env: Callable[[o
             seconds = time.perf_counter() - started
             for episode, gen in zip(live, generations):
                 _advance(policy, episode, gen, seconds, max_rounds)
+                if episode.done:
+                    episode.session.release()
             turn += 1
             if on_turn:
                 on_turn(turn)

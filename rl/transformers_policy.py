@@ -85,13 +85,14 @@ def length_buckets(lengths: list[int], padded_token_budget: int) -> list[list[in
 class TransformersPolicy:
     """Policy backed by a local Hugging Face causal LM (CPU or one GPU)."""
 
-    padded_token_budget = 16384  # prompt tokens (padding included) per generate call
+    padded_token_budget = 16384  # prompt tokens (padding included) per generate call (hf engine)
 
     def __init__(self, model: str = "smollm2-135m", device: str = "cpu", dtype: str = "float32",
-                 max_context_tokens: int | None = None, shared: bool = True):
+                 max_context_tokens: int | None = None, shared: bool = True, engine: str = "lean"):
         self.model_dir = resolve_model(model)
         self.name = model
         self.device = device
+        self.engine = engine  # 'lean': rl/decode.py with keys/values kept across turns; 'hf': model.generate
         self.model, self.tokenizer = load_model(self.model_dir, device, dtype, shared)
         self.max_context_tokens = max_context_tokens or int(
             getattr(self.model.config, "max_position_embeddings", 2048))
@@ -128,6 +129,7 @@ class TransformersPolicy:
         session.rendered_text = text
         session.pending_ids, session.pending_text = list(ids), text
         session.context_resets += 1
+        session.cache = None  # the cached keys/values belong to the old context
 
     def extend(self, session: ChatSession, messages: list[dict[str, str]]) -> None:
         new_messages = session.messages + list(messages)
@@ -150,11 +152,30 @@ class TransformersPolicy:
         results = [Generation(text="", finish_reason="context_overflow", prompt_tokens=len(s.token_ids))
                    for s in sessions]
         live = [i for i, s in enumerate(sessions) if len(s.token_ids) <= budget]
+        if self.engine == "lean" and live:
+            for i, gen in zip(live, self._generate_lean([sessions[i] for i in live], sampling)):
+                results[i] = gen
+            return results
         for chunk in length_buckets([len(sessions[i].token_ids) for i in live], self.padded_token_budget):
             rows = [live[j] for j in chunk]
             for i, gen in zip(rows, self._generate_rows([sessions[i] for i in rows], sampling)):
                 results[i] = gen
         return results
+
+    def _generate_lean(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
+        """One rl/decode.py call: each session's cached keys/values reused, the new ones kept."""
+        from rl.decode import DecodeEngine
+
+        start = time.perf_counter()
+        engine = DecodeEngine(self.model, self.eos_ids, self.pad_id)  # cheap: holds references only
+        decoded = engine.generate([s.token_ids for s in sessions], [s.cache for s in sessions],
+                                  sampling.max_new_tokens, sampling.temperature, sampling.top_p, sampling.seed)
+        seconds = time.perf_counter() - start
+        out = []
+        for session, d in zip(sessions, decoded):
+            out.append(self._finish_one(session, d.tokens, d.logprobs, seconds))
+            session.cache = d.cache
+        return out
 
     def _generate_rows(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
         """One left-padded model.generate call over sessions of similar length."""

@@ -1,0 +1,92 @@
+"""The lean decode loop (rl/decode.py): its sampler, and with the real SmolLM2 that keeping keys
+and values across turns changes nothing but the speed."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from rl.decode import sample_tokens
+from rl.logprobs import token_logprobs
+from rl.policy import Sampling
+
+
+def test_the_nucleus_keeps_exactly_the_tokens_whose_mass_ranked_above_is_below_top_p():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    logits = torch.log(probs).repeat(4000, 1)
+    generator = torch.Generator().manual_seed(0)
+    tokens, logps = sample_tokens(logits, 1.0, 0.8, generator)
+    counts = torch.bincount(tokens, minlength=4).float() / len(tokens)
+    # mass above token 1 is 0.5 < 0.8: kept; above token 2 it is 0.8: cut
+    assert counts[2] == 0 and counts[3] == 0
+    assert counts[0] == pytest.approx(0.5 / 0.8, abs=0.03) and counts[1] == pytest.approx(0.3 / 0.8, abs=0.03)
+    # the recorded log-prob is under softmax(logits / T), before the nucleus
+    assert torch.allclose(logps, torch.log(probs[0])[tokens], atol=1e-6)
+
+
+def test_a_wide_nucleus_falls_back_to_the_full_vocabulary_and_greedy_takes_the_argmax():
+    torch.manual_seed(0)
+    flat = torch.randn(3, 5000) * 0.01  # the nucleus of an almost flat row needs thousands of tokens
+    generator = torch.Generator().manual_seed(1)
+    tokens, logps = sample_tokens(flat, 0.7, 0.9, generator)
+    assert torch.allclose(logps, torch.log_softmax(flat / 0.7, -1).gather(1, tokens[:, None]).squeeze(1), atol=1e-5)
+    drawn = sample_tokens(flat.repeat(400, 1), 1.0, 0.9, generator)[0]
+    assert len(set(drawn.tolist())) > 1000  # far beyond the 1,024-token prefilter's share of the mass
+    greedy, _ = sample_tokens(flat, 0.0, 0.9, None)
+    assert torch.equal(greedy, flat.argmax(-1))
+
+
+def _episode(policy, sampling_seed: int, keep_cache: bool):
+    """Three turns of two different conversations (two copies of one, as a group starts), with
+    observations appended between turns. Returns the sessions, each turn's generations and
+    where each reply starts in its session's token sequence."""
+    sessions = [policy.start([{"role": "user", "content": "Count the rows of table orders."}]) for _ in range(2)]
+    sessions.append(policy.start([{"role": "user", "content": "Which tables exist? Answer with SQL."}]))
+    generations, starts = [], []
+    for turn in range(3):
+        if not keep_cache:
+            for s in sessions:
+                s.cache = None
+        starts.append([len(s.token_ids) for s in sessions])
+        generations.append(policy.generate(sessions, Sampling(1.0, 0.95, 12, seed=sampling_seed + turn)))
+        for s in sessions:
+            policy.extend(s, [{"role": "user", "content": f"Observation {turn}: [(42,)]"}])
+    return sessions, generations, starts
+
+
+@pytest.mark.slow
+def test_reusing_keys_and_values_across_turns_samples_the_same_tokens(smol_policy):
+    sessions, reused, starts = _episode(smol_policy, 7, keep_cache=True)
+    # the cache covers everything up to the last reply but its final token (never fed back yet)
+    assert [s.cache.length for s in sessions] == [at + len(g.token_ids) - 1 for at, g in zip(starts[-1], reused[-1])]
+    _, fresh, _ = _episode(smol_policy, 7, keep_cache=False)
+    for turn_a, turn_b in zip(reused, fresh):
+        for a, b in zip(turn_a, turn_b):
+            assert a.token_ids == b.token_ids
+            assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
+    # the two copies of one conversation were sampled independently
+    assert any(turn[0].token_ids != turn[1].token_ids for turn in reused)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype,mean_tol,max_tol", [("float32", 1e-5, 1e-4), ("bfloat16", 0.05, 0.5)])
+def test_recorded_logprobs_match_teacher_forcing_of_the_rollout_model(smol_policy, dtype, mean_tol, max_tol):
+    """The engine's recorded log-probs of a multi-turn episode against one forward pass of the
+    same model over each whole token sequence. bf16 differs by rounding between code paths."""
+    policy = copy.copy(smol_policy)
+    if dtype != "float32":
+        policy.model = copy.deepcopy(smol_policy.model).to(getattr(torch, dtype))
+    sessions, generations, starts = _episode(policy, 11, keep_cache=True)
+    gaps = []
+    with torch.inference_mode():
+        for index, session in enumerate(sessions):
+            ids = torch.tensor([session.token_ids])
+            forced = token_logprobs(policy.model, ids, torch.ones_like(ids))[0].float()
+            for turn, at in zip(generations, starts):
+                gen, start = turn[index], at[index]
+                assert session.token_ids[start:start + len(gen.token_ids)] == gen.token_ids
+                gaps.append((forced[start:start + len(gen.token_ids)] - torch.tensor(gen.logprobs)).abs())
+    gaps = torch.cat(gaps)
+    assert gaps.mean() < mean_tol and gaps.max() < max_tol
