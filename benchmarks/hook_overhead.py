@@ -69,7 +69,7 @@ def main() -> None:
     per_episode = _median_us(episode, args.episodes) / 1e3
     per_episode_in = _median_us(episode_in_process, args.episodes) / 1e3
     worker.close()
-    print(f"| measure | in process | confined worker | ratio |\n|---|---|---|---|")
+    print("| measure | in process | confined worker | ratio |\n|---|---|---|---|")
     print(f"| one hook call (median of {args.calls}) | {in_process:.0f} µs | {out_of_process:.0f} µs | "
           f"{out_of_process / in_process:.1f}x |")
     print(f"| one episode: fresh compile + {CALLS_PER_EPISODE} calls (median of {args.episodes}) | "

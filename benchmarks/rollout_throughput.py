@@ -1,13 +1,19 @@
-"""Rollout engine throughput vs one plain batched `model.generate` on the same prompts.
+"""Rollout throughput on a multi-turn workload: the engine against plain fp32 `model.generate`.
 
-For each of N dev tasks: a group of 8 rollouts through the engine under H0 (real environment,
-parsing, hooks, token bookkeeping, log-probs; multi-turn until the episodes end or
---max-rounds), then one plain `model.generate` call on the same 8 first-turn prompts with the
-same sampling settings. Prints generated tokens/s and episodes/min for both and their ratio
-(engine / plain; 1.0 = no overhead). The engine runs every turn; the plain call only the first,
-so tokens/s is the fair comparison.
+Workload: N training tasks x K rollouts at once (as one GRPO step samples them), under H0, up
+to --max-rounds turns, real environment, parsing, hooks, token bookkeeping and log-probs. The
+policy is the warm-started checkpoint (configs/sft_dbbench_smol.yaml) when it has been built,
+since the base model ends nearly every episode at its first turn.
 
-Run: HS_DATA_DIR=../shared/data .venv/bin/python benchmarks/rollout_throughput.py [--tasks 3]
+Rows, all in this process on the same prompts:
+- engine (default: lean loop, keys/values kept across turns, dtype auto): every turn;
+- previous engine (model.generate per turn, fp32, the whole conversation prefilled each turn);
+- plain fp32 `model.generate` on the same N x K first-turn prompts, one call (first turn only).
+Tokens/s (sampled tokens over wall time) is the fair comparison. The physical limit is the
+decode rate at which reading the weights once per step saturates the measured memory read
+bandwidth, times the batch; the engine's share of it is printed too.
+
+Run: HS_DATA_DIR=../shared/data .venv/bin/python benchmarks/rollout_throughput.py [--tasks 4 --k 8]
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import torch  # noqa: E402
 
-from envs.dbbench.data import load_split  # noqa: E402
 from envs.dbbench.env import DbBenchEnv  # noqa: E402
 from harness_pool.runtime import HarnessRuntime, task_fields  # noqa: E402
 from harness_pool.spec import load_harness  # noqa: E402
@@ -29,57 +34,106 @@ from rl.rollout import RolloutSpec, run_rollouts  # noqa: E402
 from rl.transformers_policy import TransformersPolicy  # noqa: E402
 
 
-def plain_generate(policy: TransformersPolicy, prompt_ids: list[int], k: int, sampling: Sampling) -> tuple[int, float]:
-    input_ids = torch.tensor([prompt_ids] * k)
+def default_model() -> str:
+    from configs.schema import SftConfig, load_config
+    from rl.checkpoints import is_complete
+    from tasks.sft import checkpoint_name
+
+    name = checkpoint_name(load_config(SftConfig, "configs/sft_dbbench_smol.yaml"))
+    return name if is_complete(name) else "smollm2-135m"
+
+
+def read_bandwidth() -> float:
+    """Bytes/s of summing a 1 GiB tensor (best of 3)."""
+    x = torch.ones(2**28, dtype=torch.float32)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        x.sum().item()
+        best = min(best, time.perf_counter() - start)
+    return x.numel() * 4 / best
+
+
+def engine_run(policy, specs, sampling, max_rounds) -> dict:
+    start = time.perf_counter()
+    results = run_rollouts(policy, specs, DbBenchEnv, sampling, max_rounds=max_rounds)
+    seconds = time.perf_counter() - start
+    return {"tokens": sum(r.n_policy_tokens for r in results), "seconds": seconds,
+            "turns": sum(len(r.turns) for r in results) / len(results),
+            "generate_s": sum(t.seconds_generate for t in results[0].turns),
+            "env_s": sum(r.seconds_env for r in results)}
+
+
+def plain_generate(policy: TransformersPolicy, prompts: list[list[int]], sampling: Sampling) -> dict:
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), policy.pad_id)
+    attention = torch.zeros_like(ids)
+    for row, p in enumerate(prompts):
+        ids[row, width - len(p):], attention[row, width - len(p):] = torch.tensor(p), 1
     torch.manual_seed(sampling.seed or 0)
     start = time.perf_counter()
     with torch.inference_mode():
-        out = policy.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), do_sample=True,
+        out = policy.model.generate(input_ids=ids, attention_mask=attention, do_sample=True,
                                     temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
                                     max_new_tokens=sampling.max_new_tokens, eos_token_id=policy.eos_ids,
                                     pad_token_id=policy.pad_id)
     seconds = time.perf_counter() - start
-    new = out[:, len(prompt_ids):].tolist()
+    new = out[:, width:].tolist()
     tokens = sum(next((j + 1 for j, t in enumerate(row) if t in policy.eos_ids), len(row)) for row in new)
-    return tokens, seconds
+    return {"tokens": tokens, "seconds": seconds}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=3)
+    parser.add_argument("--model", default=None, help="default: the warm-start checkpoint if built, else smollm2-135m")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--tasks", type=int, default=4)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--max-rounds", type=int, default=3)
+    parser.add_argument("--max-rounds", type=int, default=4)
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--skip-previous", action="store_true", help="leave out the previous engine's row (slow)")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
-    policy = TransformersPolicy("smollm2-135m")
-    h0 = load_harness("h0")
-    tasks = load_split("dev")[: args.tasks]
-    sampling = Sampling(temperature=0.8, top_p=0.95, max_new_tokens=args.max_new_tokens, seed=0)
-    plain_generate(policy, policy.encode("warm up"), 2, Sampling(max_new_tokens=4))  # first-call overhead
+    from tasks.resources import bench_tasks
+    from configs.schema import EnvConfig
 
-    eng_tokens = eng_secs = plain_tokens = plain_secs = 0.0
-    episodes = 0
-    print(f"{'task':18} {'engine tok/s':>12} {'plain tok/s':>12} {'ratio':>6} {'turns/episode':>14}")
-    for task in tasks:
-        start = time.perf_counter()
-        results = run_rollouts(policy, [RolloutSpec(task, h0, i) for i in range(args.k)], DbBenchEnv, sampling,
-                               max_rounds=args.max_rounds)
-        secs = time.perf_counter() - start
-        tokens = sum(r.n_policy_tokens for r in results)
-        messages, _ = HarnessRuntime(h0, task_fields(task)).opening_messages()
-        prompt_ids = policy.start(messages).token_ids
-        p_tokens, p_secs = plain_generate(policy, prompt_ids, args.k, sampling)
-        turns = sum(len(r.turns) for r in results) / len(results)
-        print(f"{task.id:18} {tokens / secs:12.1f} {p_tokens / p_secs:12.1f} {(tokens / secs) / (p_tokens / p_secs):6.2f} {turns:14.2f}")
-        eng_tokens, eng_secs, plain_tokens, plain_secs = eng_tokens + tokens, eng_secs + secs, plain_tokens + p_tokens, plain_secs + p_secs
-        episodes += len(results)
-    eng_rate, plain_rate = eng_tokens / eng_secs, plain_tokens / plain_secs
-    print(f"\ngroup of {args.k}, {len(tasks)} dev tasks, max_new_tokens {args.max_new_tokens}, {torch.get_num_threads()} threads")
-    print(f"engine: {eng_rate:.1f} generated tok/s, {episodes / eng_secs * 60:.1f} episodes/min")
-    print(f"plain model.generate (first turn only): {plain_rate:.1f} generated tok/s, "
-          f"{len(tasks) * args.k / plain_secs * 60:.1f} single-turn completions/min")
-    print(f"ratio engine/plain tokens/s: {eng_rate / plain_rate:.2f}")
+    model = args.model or default_model()
+    tasks = bench_tasks(EnvConfig(), args.split)[: args.tasks]
+    h0 = load_harness("h0")
+    specs = [RolloutSpec(t, h0, i) for t in tasks for i in range(args.k)]
+    sampling = Sampling(temperature=0.8, top_p=0.95, max_new_tokens=args.max_new_tokens, seed=0)
+
+    engine = TransformersPolicy(model, device=args.device, dtype=args.dtype, shared=False)
+    fp32 = TransformersPolicy(model, device=args.device, dtype="float32", shared=False, engine="hf")
+    warm = Sampling(max_new_tokens=4, seed=0)
+    for p in (engine, fp32):  # first-call overheads
+        p.generate([p.start([{"role": "user", "content": "warm up"}])], warm)
+
+    rows = {}
+    rows[f"engine ({engine.engine}, {engine.dtype})"] = engine_run(engine, specs, sampling, args.max_rounds)
+    if not args.skip_previous:
+        rows["previous engine (hf, float32)"] = engine_run(fp32, specs, sampling, args.max_rounds)
+    prompts = [engine.start(HarnessRuntime(h0, task_fields(t)).opening_messages()[0]).token_ids
+               for t in tasks for _ in range(args.k)]
+    rows["plain fp32 generate, first turn"] = plain_generate(fp32, prompts, sampling)
+
+    bandwidth = read_bandwidth()
+    weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
+    limit = bandwidth / weight_bytes * len(specs)
+    plain = rows["plain fp32 generate, first turn"]["tokens"] / rows["plain fp32 generate, first turn"]["seconds"]
+    print(f"model {model}; {len(tasks)} {args.split} tasks x K={args.k} at once, up to {args.max_rounds} rounds, "
+          f"max_new_tokens {args.max_new_tokens}, {args.device}, {torch.get_num_threads()} threads")
+    print(f"{'row':34} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'vs plain':>8} {'turns/episode':>13}")
+    for name, r in rows.items():
+        rate = r["tokens"] / r["seconds"]
+        turns = f"{r['turns']:13.2f}" if "turns" in r else f"{'1':>13}"
+        print(f"{name:34} {r['tokens']:7d} {r['seconds']:8.1f} {rate:7.1f} {rate / plain:7.2f}x {turns}")
+    first = next(iter(rows.values()))
+    print(f"read bandwidth {bandwidth / 1e9:.1f} GB/s, engine weights {weight_bytes / 1e6:.0f} MB: physical decode limit "
+          f"{limit:.0f} tok/s at batch {len(specs)}; the engine reaches {100 * first['tokens'] / first['seconds'] / limit:.1f}%")
+    print(f"engine time in the environment (all rollouts, summed): {first['env_s']:.1f} s")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
-"""Cost of one GRPO update: seconds per phase, training tokens/s and peak memory.
+"""Cost of one GRPO update: seconds per phase, training tokens/s, share of the matmul peak and
+peak memory, for the previous default and the new one side by side in one run.
 
 One update on 8 sequences of 1,024 tokens (4 turns each: 160 context tokens, loss mask 0, then
-96 sampled tokens, loss mask 1; advantages +1/-1), for several trainer settings side by side.
-Each setting runs in its own process so its peak resident memory (ru_maxrss, or CUDA's peak
-allocation on a GPU) is its own.
+96 sampled tokens, loss mask 1; advantages +1/-1). Each setting runs in its own process so its
+peak resident memory (VmHWM, or CUDA's peak allocation on a GPU) is its own. The first row is
+the update as it was before issue 16: float32, a separate old-log-prob pass, micro-batch 2.
+The share of peak divides the update's matmul work (6 x parameters x tokens for forward and
+backward, plus attention) by its seconds and by a bf16 2048^3 matmul measured in this run.
 
 Run: .venv/bin/python benchmarks/train_step.py [--model smollm2-135m] [--device cpu]
 GPU check on a random-initialised model of realistic shape (no hub needed):
-     python benchmarks/train_step.py --model random:qwen2.5-0.5b --device cuda --dtype bfloat16 --backends torch,deepspeed
+     python benchmarks/train_step.py --model random:qwen2.5-0.5b --device cuda --backends torch,deepspeed
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ import time
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 SETTINGS = {
-    "micro 2": {"micro_batch": 2},
-    "micro 1": {"micro_batch": 1},
-    "micro 2 + grad ckpt": {"micro_batch": 2, "gradient_checkpointing": True},
+    "fp32 + old pass, micro 2": {"micro_batch": 2, "dtype": "float32", "old_pass": True},
+    "fp32, micro 2": {"micro_batch": 2, "dtype": "float32"},
+    "bf16, micro 2": {"micro_batch": 2, "dtype": "bfloat16"},
+    "bf16, micro 4": {"micro_batch": 4, "dtype": "bfloat16"},
+    "bf16, micro 8": {"micro_batch": 8, "dtype": "bfloat16"},
+    "bf16, micro 8 + grad ckpt": {"micro_batch": 8, "dtype": "bfloat16", "gradient_checkpointing": True},
 }
 
 
@@ -71,29 +77,72 @@ def build_model(model_name: str, device: str, dtype: str):
     return policy.model, policy.pad_id
 
 
-def one(model_name: str, device: str, dtype: str, backend: str, setting: dict) -> dict:
+def peak_rss_gib() -> float:
+    """This process's own peak resident set (ru_maxrss may carry a forking parent's peak)."""
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def matmul_peak(device: str) -> float:
+    """FLOP/s of a 2048^3 bf16 matmul on this device (best of 5)."""
+    import torch
+
+    a = torch.randn(2048, 2048, dtype=torch.bfloat16, device=device)
+    best = float("inf")
+    for _ in range(6):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        (a @ a).sum().item()
+        best = min(best, time.perf_counter() - start)
+    return 2 * 2048 ** 3 / best
+
+
+def update_flops(model, seqs) -> float:
+    """Forward + backward matmul work: 6 x non-embedding parameters x tokens, the vocabulary
+    projection (6 x hidden x vocab per token) and attention (12 x layers x hidden x T^2 / 2)."""
+    cfg = model.config
+    n = sum(p.numel() for name, p in model.named_parameters() if "embed" not in name and "lm_head" not in name)
+    tokens = sum(len(s.input_ids) for s in seqs)
+    attention = sum(12 * cfg.num_hidden_layers * cfg.hidden_size * len(s.input_ids) ** 2 / 2 for s in seqs)
+    return 6 * n * tokens + 6 * cfg.hidden_size * cfg.vocab_size * tokens + attention
+
+
+def one(model_name: str, device: str, backend: str, setting: dict) -> dict:
     import torch
 
     from rl.trainer import TorchTrainer, TrainerSettings
 
-    model, pad_id = build_model(model_name, device, dtype)
+    setting = dict(setting)
+    old_pass = setting.pop("old_pass", False)
+    model, pad_id = build_model(model_name, device, "float32")  # float32 master weights in every setting
     settings = TrainerSettings(lr=1e-6, **setting)
     if backend == "deepspeed":
         from rl.deepspeed_trainer import DeepSpeedTrainer
 
-        trainer = DeepSpeedTrainer(model, settings, pad_id, zero_stage=2, bf16=dtype == "bfloat16")
+        trainer = DeepSpeedTrainer(model, settings, pad_id, zero_stage=2, bf16=settings.dtype == "bfloat16")
     else:
         trainer = TorchTrainer(model, settings, pad_id)
     seqs = sequences(model.config.vocab_size)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
+    old_s = 0.0
+    if old_pass:
+        from rl.train_batch import micro_batches
+
+        trainer.old_logprobs(micro_batches(seqs, settings.micro_batch))
+        old_s = time.perf_counter() - started
     stats = trainer.update(seqs)
-    stats["wall_s"] = time.perf_counter() - started
-    stats["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    stats["seconds_old_logprobs"] = old_s
+    stats["seconds_total"] = time.perf_counter() - started
+    stats["peak_rss_gib"] = peak_rss_gib()
     if device.startswith("cuda"):
         stats["peak_cuda_gib"] = torch.cuda.max_memory_allocated() / 2**30
-    stats["tokens_per_s"] = stats["trained_tokens"] / stats["seconds_update"]
+    stats["tokens_per_s"] = stats["trained_tokens"] / stats["seconds_total"]
+    stats["flops"] = update_flops(model, seqs)
     return stats
 
 
@@ -101,32 +150,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--backends", default="torch", help="comma list of trainer backends: torch,deepspeed")
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="comma list of the rows to run")
     parser.add_argument("--only", default=None, help=argparse.SUPPRESS)  # child process: "backend|setting"
     args = parser.parse_args()
     if args.only:
         backend, setting = args.only.split("|")
-        print(json.dumps(one(args.model, args.device, args.dtype, backend, SETTINGS[setting])))
+        print(json.dumps(one(args.model, args.device, backend, SETTINGS[setting])))
         return
+    import torch
+
+    peak = matmul_peak(args.device)
     print(f"one GRPO update on 8 x 1024 tokens ({8 * 384} of them sampled, loss mask 1), model {args.model}, "
-          f"{args.device}, {args.dtype}")
+          f"{args.device}, {torch.get_num_threads()} threads; bf16 2048^3 matmul peak {peak / 1e9:.0f} GFLOP/s")
     peak_kind = "CUDA peak GiB" if args.device.startswith("cuda") else "peak RSS GiB"
-    print(f"{'backend':9} {'setting':22} {'old lp s':>9} {'fwd+bwd s':>10} {'optim s':>8} {'update s':>9} {'tok/s':>7} "
-          f"{peak_kind:>13}")
+    print(f"{'backend':9} {'setting':26} {'old lp s':>8} {'fwd+bwd s':>9} {'optim s':>7} {'total s':>8} {'speed-up':>8} "
+          f"{'% bf16 peak':>11} {peak_kind:>13}")
+    baseline = None
     for backend in args.backends.split(","):
-        for name in SETTINGS:
-            out = subprocess.run([sys.executable, __file__, "--model", args.model, "--device", args.device, "--dtype",
-                                  args.dtype, "--only", f"{backend}|{name}"], capture_output=True, text=True)
+        for name in args.settings.split(","):
+            out = subprocess.run([sys.executable, __file__, "--model", args.model, "--device", args.device,
+                                  "--only", f"{backend}|{name}"], capture_output=True, text=True)
             if out.returncode != 0:
                 last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else str(out.returncode)
-                print(f"{backend:9} {name:22} failed: {last}")
+                print(f"{backend:9} {name:26} failed: {last}")
                 continue
             s = json.loads(out.stdout.strip().splitlines()[-1])
-            peak = s.get("peak_cuda_gib", s["peak_rss_gib"])
-            print(f"{backend:9} {name:22} {s['seconds_old_logprobs']:9.1f} {s['seconds_forward_backward']:10.1f} "
-                  f"{s['seconds_optimizer']:8.2f} {s['seconds_update']:9.1f} {s['tokens_per_s']:7.0f} {peak:13.2f}",
-                  flush=True)
+            baseline = baseline or s["seconds_total"]
+            memory = s.get("peak_cuda_gib", s["peak_rss_gib"])
+            print(f"{backend:9} {name:26} {s['seconds_old_logprobs']:8.1f} {s['seconds_forward_backward']:9.1f} "
+                  f"{s['seconds_optimizer']:7.2f} {s['seconds_total']:8.1f} {baseline / s['seconds_total']:7.2f}x "
+                  f"{100 * s['flops'] / s['seconds_total'] / peak:10.1f}% {memory:13.2f}", flush=True)
 
 
 if __name__ == "__main__":

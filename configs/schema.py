@@ -38,7 +38,11 @@ class PolicyConfig(_Frozen):
         description="transformers: a built-in name ('smollm2-135m') or a local HF model directory; "
         "openai: the served model name.")
     device: str = Field(default="cpu", description="Torch device for the transformers backend ('cpu', 'cuda', 'cuda:1').")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Weights dtype.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto", description="Weights dtype; auto: bfloat16 on a CPU with AMX/AVX-512 bf16 or a bf16 GPU, else float32.")
+    engine: Literal["lean", "hf"] = Field(
+        default="lean", description="transformers sampling loop: lean (rl/decode.py, keys/values kept across turns; "
+        "Llama/Mistral/Qwen2/Qwen3) or hf (model.generate, any causal LM).")
     base_url: str | None = Field(default=None, description="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
 
@@ -211,6 +215,13 @@ class TrainerConfig(_Frozen):
     lora: bool = Field(default=False, description="Train LoRA adapters (peft) instead of all weights.")
     lora_rank: int = Field(default=16, ge=1, description="LoRA rank when lora is true.")
     zero_stage: Literal[0, 1, 2, 3] = Field(default=2, description="DeepSpeed ZeRO stage (deepspeed backend only).")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        default="auto", description="Compute of the update's forward and backward (autocast; weights and optimizer "
+        "stay float32); auto: bfloat16 where it is fast (see policy.dtype).")
+    rollout_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        default="auto", description="Weights of the copy rollouts sample from, refreshed after every update; "
+        "float32 samples from the trained model itself.")
+    engine: Literal["lean", "hf"] = Field(default="lean", description="Rollout sampling loop (see policy.engine).")
 
 
 class LlmVoterConfig(_Frozen):

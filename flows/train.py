@@ -30,7 +30,7 @@ from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
 from tasks.training import (batch_for_step, check_recorded_updates, collect_groups, completed_updates,
                             finish_train_run, init_checkpoint, mark_train_failed, paired_validation, record_step,
-                            register_train_run, rl_checkpoint_name, save_progress, update_policy, warm_start_config)
+                            register_train_run, release_handle, rl_checkpoint_name, save_progress, update_policy, warm_start_config)
 
 
 def _progress() -> Progress:
@@ -81,4 +81,5 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
                        rescue=signals["rollout/rescue_success"])
     final = reanchor(cfg, run_id, cfg.updates, run["val_task_ids"], database_url)
     summary = finish_train_run(cfg, run_id, final, database_url)
+    release_handle(run_id)  # the trained weights live on as the registry checkpoint; free model and optimizer
     return {**summary, "final_reanchor": final, "checkpoint": rl_checkpoint_name(run_id, cfg.updates)}

@@ -1,16 +1,21 @@
 """Trainer backends for GRPO updates: plain torch (CPU or one GPU) here, DeepSpeed ZeRO in
 rl/deepspeed_trainer.py. Both take TrainSequences and run one update:
 
-1. old log-probs: the trainer's log-probs of the sampled tokens before the update (no grad);
-2. loss: the clipped surrogate of rl/grpo.py with the rollout/trainer mismatch weight,
+1. loss: the clipped surrogate of rl/grpo.py with the rollout/trainer mismatch weight,
    normalised by the mask-1 tokens of the WHOLE update, accumulated over micro-batches;
-3. one optimizer step after a global gradient-norm clip.
+2. one optimizer step after a global gradient-norm clip.
+
+The update takes one optimizer step per batch, so the "old" policy of the surrogate is the
+current weights: its log-probs are this forward's, detached (ratio 1; the clip acts only
+across several steps per batch, which this trainer does not take). `old_logprobs` computes
+them in a separate pass for checks. The forward and backward run under `settings.dtype`
+autocast (bf16 where fast, rl/precision.py) with float32 weights and optimizer state.
 
 Log-probs are computed in position chunks (rl/logprobs.py), so full-vocabulary logits are
 never held for a whole sequence. Sequences whose advantage is 0 (an all-equal group) have zero
 gradient; they still count in the token normaliser but skip forward and backward.
-The model is shared with the rollout policy (updated in place), so the next rollouts use the
-new weights without a copy.
+Each update reports the mismatch weight's distribution over the tokens whose rollout
+log-prob is known: mean, share at the cap 2, share below 0.5.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from pathlib import Path
 
 import torch
 
-from rl.grpo import clipped_surrogate_loss
+from rl.grpo import MISMATCH_CAP, clipped_surrogate_loss, mismatch_weight
 from rl.logprobs import token_logprobs
+from rl.precision import autocast
 from rl.train_batch import TrainSequence, collate, micro_batches
 
 
@@ -37,6 +43,7 @@ class TrainerSettings:
     gradient_checkpointing: bool = False
     lora: bool = False
     lora_rank: int = 16
+    dtype: str = "float32"  # compute of forward and backward (autocast); weights stay float32
 
 
 def wrap_lora(model, rank: int):
@@ -68,8 +75,10 @@ class TorchTrainer:
         return next(self.model.parameters()).device
 
     def _logprobs(self, batch: dict) -> torch.Tensor:
-        return token_logprobs(self.model, batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device),
-                              chunk=self.settings.logprob_chunk, temperature=self.settings.temperature)
+        with autocast(self.device.type, self.settings.dtype):
+            return token_logprobs(self.model, batch["input_ids"].to(self.device),
+                                  batch["attention_mask"].to(self.device),
+                                  chunk=self.settings.logprob_chunk, temperature=self.settings.temperature)
 
     @torch.no_grad()
     def old_logprobs(self, chunks: list[list[TrainSequence]]) -> list[torch.Tensor]:
@@ -77,37 +86,39 @@ class TorchTrainer:
         return [self._logprobs(collate(c, self.pad_id)).cpu() for c in chunks]
 
     def update(self, seqs: list[TrainSequence]) -> dict[str, float]:
-        """One GRPO update on `seqs`; returns loss, clip fraction, tokens and seconds per phase."""
+        """One GRPO update on `seqs`; returns loss, clip fraction, mismatch statistics, tokens and
+        seconds per phase."""
         started = time.perf_counter()
         n_tokens = float(sum(s.n_loss_tokens for s in seqs))
         active = [s for s in seqs if s.advantage != 0.0 and s.n_policy_tokens]
         chunks = micro_batches(active, self.settings.micro_batch)
-        mine = self._shard(chunks)
-        old = self.old_logprobs([chunk for chunk, _ in mine])
-        t_old = time.perf_counter()
         self.model.train()
         self._zero_grad()
-        loss_total, clip_weighted, trained_tokens, trained_seqs = 0.0, 0.0, 0.0, 0.0
-        for (chunk, weight), old_lp in zip(mine, old):
+        totals = dict.fromkeys(("loss", "clipped", "tokens", "sequences", "known", "weight", "at_cap", "below_half"), 0.0)
+        for chunk, weight in self._shard(chunks):
             batch = collate(chunk, self.pad_id)
-            loss, stats = self._micro_loss(batch, old_lp, n_tokens)
+            loss, stats = self._micro_loss(batch, n_tokens)
             self._backward(loss * weight)
             if weight:  # a padding chunk (data-parallel ranks with fewer chunks) counts nothing
-                loss_total += loss.item()
-                clip_weighted += stats["clip_fraction"] * float(batch["loss_mask"].sum().item())
-                trained_tokens += float(batch["attention_mask"].sum().item())
-                trained_seqs += len(chunk)
+                totals["loss"] += loss.item()
+                totals["clipped"] += stats["clip_fraction"] * float(batch["loss_mask"].sum().item())
+                totals["tokens"] += float(batch["attention_mask"].sum().item())
+                totals["sequences"] += len(chunk)
+                for key in ("known", "weight", "at_cap", "below_half"):
+                    totals[key] += stats[key]
         t_fb = time.perf_counter()
         grad_norm = self._step() if chunks else 0.0  # nothing informative: no step, optimizer state untouched
-        loss_total, clip_weighted, trained_tokens, trained_seqs = self._sum_over_ranks(
-            [loss_total, clip_weighted, trained_tokens, trained_seqs])
+        totals = dict(zip(totals, self._sum_over_ranks(list(totals.values()))))
         self.model.eval()
         self.updates += 1
         done = time.perf_counter()
-        return {"loss": loss_total, "clip_fraction": clip_weighted / max(n_tokens, 1.0), "grad_norm": grad_norm,
-                "policy_tokens": n_tokens, "trained_sequences": trained_seqs,
-                "trained_tokens": trained_tokens, "seconds_old_logprobs": t_old - started,
-                "seconds_forward_backward": t_fb - t_old, "seconds_optimizer": done - t_fb,
+        known = max(totals["known"], 1.0)
+        return {"loss": totals["loss"], "clip_fraction": totals["clipped"] / max(n_tokens, 1.0), "grad_norm": grad_norm,
+                "policy_tokens": n_tokens, "trained_sequences": totals["sequences"],
+                "trained_tokens": totals["tokens"], "mismatch_tokens": totals["known"],
+                "mismatch_mean": totals["weight"] / known if totals["known"] else 1.0,
+                "mismatch_at_cap": totals["at_cap"] / known, "mismatch_below_half": totals["below_half"] / known,
+                "seconds_forward_backward": t_fb - started, "seconds_optimizer": done - t_fb,
                 "seconds_update": done - started}
 
     def _shard(self, chunks: list[list[TrainSequence]]) -> list[tuple[list[TrainSequence], float]]:
@@ -117,14 +128,21 @@ class TorchTrainer:
     def _sum_over_ranks(self, values: list[float]) -> list[float]:
         return values
 
-    def _micro_loss(self, batch: dict, old_lp: torch.Tensor, n_tokens: float):
+    def _micro_loss(self, batch: dict, n_tokens: float):
         logp = self._logprobs(batch)
         device = logp.device
-        old_lp = old_lp.to(device)
+        old_lp = logp.detach()  # one optimizer step per batch: the old policy is the current one
         rollout = batch["rollout_logprobs"].to(device)
+        mask = batch["loss_mask"].to(device)
+        known = ~torch.isnan(rollout) & (mask > 0)
         rollout = torch.where(torch.isnan(rollout), old_lp, rollout)  # unknown -> weight 1
-        return clipped_surrogate_loss(logp, old_lp, batch["advantages"].to(device), batch["loss_mask"].to(device),
-                                      rollout_logprobs=rollout, normaliser=n_tokens)
+        loss, stats = clipped_surrogate_loss(logp, old_lp, batch["advantages"].to(device), mask,
+                                             rollout_logprobs=rollout, normaliser=n_tokens)
+        with torch.no_grad():
+            w = mismatch_weight(old_lp, rollout)[known]
+            stats.update(known=float(w.numel()), weight=float(w.sum()), at_cap=float((w >= MISMATCH_CAP).sum()),
+                         below_half=float((w < 0.5).sum()))
+        return loss, stats
 
     def _backward(self, loss: torch.Tensor) -> None:
         loss.backward()

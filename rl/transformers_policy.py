@@ -18,6 +18,7 @@ from transformers.generation.logits_process import TopPLogitsWarper
 
 from rl.model_store import resolve_model
 from rl.policy import ChatSession, Generation, Sampling
+from rl.precision import resolve_dtype
 
 _MODEL_CACHE: dict[tuple[str, str, str], tuple[object, object]] = {}
 
@@ -62,6 +63,14 @@ def load_model(model_dir: Path, device: str, dtype: str, shared: bool = True):
     return _MODEL_CACHE[key]
 
 
+def forget_shared_models() -> None:
+    """Drop the per-process shared models (their memory goes once no policy refers to them)."""
+    import gc
+
+    _MODEL_CACHE.clear()
+    gc.collect()
+
+
 def length_buckets(lengths: list[int], padded_token_budget: int) -> list[list[int]]:
     """Split a batch into chunks of similar length (indices into `lengths`).
 
@@ -93,7 +102,8 @@ class TransformersPolicy:
         self.name = model
         self.device = device
         self.engine = engine  # 'lean': rl/decode.py with keys/values kept across turns; 'hf': model.generate
-        self.model, self.tokenizer = load_model(self.model_dir, device, dtype, shared)
+        self.dtype = resolve_dtype(dtype, device)  # 'auto' -> bf16 where the hardware is fast at it
+        self.model, self.tokenizer = load_model(self.model_dir, device, self.dtype, shared)
         self.max_context_tokens = max_context_tokens or int(
             getattr(self.model.config, "max_position_embeddings", 2048))
         self.eos_ids = self._eos_ids()

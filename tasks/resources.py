@@ -31,10 +31,16 @@ def get_policy(cfg: PolicyConfig) -> Policy:
 
                 _POLICIES[key] = OpenAIChatPolicy(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env)
             else:
-                from rl.transformers_policy import TransformersPolicy
+                from rl.transformers_policy import TransformersPolicy, forget_shared_models
 
+                # one local model at a time: the pipeline evaluates policies one after another, and a
+                # group still running keeps its own reference to the policy it started with
+                for stale in [k for k, p in _POLICIES.items() if isinstance(p, BatchingPolicy)]:
+                    del _POLICIES[stale]
+                forget_shared_models()
                 # Concurrent rollout groups (Prefect worker threads) share batched generate calls.
-                _POLICIES[key] = BatchingPolicy(TransformersPolicy(model=cfg.model, device=cfg.device, dtype=cfg.dtype))
+                _POLICIES[key] = BatchingPolicy(TransformersPolicy(model=cfg.model, device=cfg.device, dtype=cfg.dtype,
+                                                                     engine=cfg.engine))
         return _POLICIES[key]
 
 

@@ -15,6 +15,7 @@ rows replaced, never duplicated.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import shutil
 import threading
@@ -23,7 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from prefect import task
+from prefect import get_run_logger, task
+from prefect.exceptions import MissingContextError
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
@@ -40,6 +42,7 @@ from rl.checkpoints import checkpoint_path, save_checkpoint
 from rl.data_parallel import launched_world
 from rl.grpo import group_advantages
 from rl.policy import Sampling
+from rl.precision import resolve_dtype, rollout_copy, sync_weights
 from rl.rescue import first_groups, is_dead, rescue_groups
 from rl.rollout import RolloutSpec, run_rollouts
 from rl.signals import GroupOutcome, step_signals
@@ -163,8 +166,15 @@ def check_recorded_updates(cfg: TrainConfig, run_id: str, database_url: str | No
 # -- the in-process policy + trainer --------------------------------------------------------
 @dataclass
 class TrainHandle:
+    """The rollout policy and the trainer of one run. With a bf16 rollout copy, `refresh`
+    copies the trained weights into it (after every update and after a resume)."""
+
     policy: object
     trainer: TorchTrainer
+
+    def refresh(self) -> None:
+        if self.policy.model is not self.trainer.model:
+            sync_weights(self.trainer.export_model(), self.policy.model)
 
 
 _HANDLES: dict[str, TrainHandle] = {}
@@ -183,14 +193,24 @@ def drop_handle(run_id: str) -> None:
         _HANDLES.pop(run_id, None)
 
 
+def release_handle(run_id: str) -> None:
+    """A finished run's policy, trainer and optimizer state leave memory (later phases load
+    the registry checkpoint instead)."""
+    import gc
+
+    drop_handle(run_id)
+    gc.collect()
+
+
 def _load_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
     from rl.transformers_policy import TransformersPolicy
 
-    policy = TransformersPolicy(init_checkpoint(cfg), device=cfg.trainer.device, shared=False)
     t = cfg.trainer
+    policy = TransformersPolicy(init_checkpoint(cfg), device=t.device, shared=False, engine=t.engine)
     settings = TrainerSettings(lr=t.lr, weight_decay=t.weight_decay, grad_clip=t.grad_clip, micro_batch=t.micro_batch,
                                logprob_chunk=t.logprob_chunk, temperature=cfg.sampling.temperature or 1.0,
-                               gradient_checkpointing=t.gradient_checkpointing, lora=t.lora, lora_rank=t.lora_rank)
+                               gradient_checkpointing=t.gradient_checkpointing, lora=t.lora, lora_rank=t.lora_rank,
+                               dtype=resolve_dtype(t.dtype, t.device))
     if t.backend == "deepspeed" and launched_world()[1] > 1:
         from rl.data_parallel import DataParallelTrainer
 
@@ -203,14 +223,21 @@ def _load_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
         trainer = DeepSpeedTrainer(policy.model, settings, policy.pad_id, zero_stage=t.zero_stage)
     else:
         trainer = TorchTrainer(policy.model, settings, policy.pad_id)
-    policy.model = trainer.model  # LoRA/DeepSpeed may wrap it: rollouts sample from what is trained
+    rollout_dtype = resolve_dtype(t.rollout_dtype, t.device)
+    if rollout_dtype == "float32":
+        policy.model = trainer.model  # LoRA/DeepSpeed may wrap it: rollouts sample from what is trained
+    else:
+        policy.model = rollout_copy(trainer.export_model(), rollout_dtype)
+    policy.dtype = rollout_dtype
+    handle = TrainHandle(policy, trainer)
     progress = read_progress(cfg, run_id)
     if progress["updates"]:
         state = state_dir(cfg, run_id) / progress["state"]
         if not state.exists():
             raise TrainingError(f"{state} is missing: restore it, or delete {state.parent} to start the run over")
         trainer.load_state(state)
-    return TrainHandle(policy, trainer)
+        handle.refresh()
+    return handle
 
 
 # -- tasks ----------------------------------------------------------------------------------
@@ -318,7 +345,12 @@ def update_policy(cfg: TrainConfig, run_id: str, step: int, group_ids: list[str]
         seqs, _ = load_sequences(session, group_ids)
     scoring = time.perf_counter() - started
     stats = handle.trainer.update(seqs)
-    return {**stats, "seconds_scoring": scoring, "sequences": len(seqs)}
+    synced = time.perf_counter()
+    handle.refresh()  # the next rollouts sample from the new weights
+    _logger().info("update %d: loss %.4f, mismatch weight mean %.3f, %.1f%% at the cap 2, %.1f%% below 0.5 "
+                          "(%d tokens)", step, stats["loss"], stats["mismatch_mean"], 100 * stats["mismatch_at_cap"],
+                          100 * stats["mismatch_below_half"], stats["mismatch_tokens"])
+    return {**stats, "seconds_scoring": scoring, "seconds_refresh": time.perf_counter() - synced, "sequences": len(seqs)}
 
 
 @task(name="record-step", task_run_name="signals-step{step}")
@@ -335,6 +367,8 @@ def record_step(cfg: TrainConfig, run_id: str, step: int, rollouts: dict, update
                                             for s in g["successes"]]),
         "train/dead_groups": float(len(dead)), "train/loss": update["loss"], "train/clip_fraction": update["clip_fraction"],
         "train/grad_norm": update["grad_norm"], "train/policy_tokens": update["policy_tokens"],
+        "train/mismatch_mean": update["mismatch_mean"], "train/mismatch_at_cap": update["mismatch_at_cap"],
+        "train/mismatch_below_half": update["mismatch_below_half"],
         "time/rollout_s": rollouts["seconds_rollout"], "time/scoring_s": update["seconds_scoring"],
         "time/update_s": update["seconds_update"],
         "time/train_tokens_per_s": update["trained_tokens"] / max(update["seconds_forward_backward"], 1e-9)})
@@ -345,6 +379,14 @@ def record_step(cfg: TrainConfig, run_id: str, step: int, rollouts: dict, update
                                 metrics=metrics, details={"groups": rollouts["groups"], "update": update}))
     tracking.log_metrics(run_id, cfg.wandb, cfg.model_dump(mode="json"), metrics, step)
     return metrics
+
+
+def _logger():
+    """The Prefect run logger inside a flow, the module logger when a task runs bare (`.fn`)."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(__name__)
 
 
 def _mean(values) -> float:

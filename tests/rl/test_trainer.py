@@ -47,7 +47,8 @@ def test_one_update_changes_parameters_and_reports_phases():
     assert stats["loss"] == pytest.approx(3 / 28, rel=1e-5)
     assert stats["grad_norm"] > 0 and trainer.updates == 1
     assert set(k for k in stats if k.startswith("seconds_")) == {
-        "seconds_old_logprobs", "seconds_forward_backward", "seconds_optimizer", "seconds_update"}
+        "seconds_forward_backward", "seconds_optimizer", "seconds_update"}
+    assert stats["mismatch_tokens"] == 0 and stats["mismatch_mean"] == 1.0  # no rollout log-probs recorded
 
 
 def test_all_zero_advantages_leave_the_model_and_optimizer_untouched():
@@ -85,6 +86,57 @@ def test_mismatch_weight_scales_the_gradient_of_each_token():
     doubled = _gradients(1, halved)
     for k in plain:
         assert torch.allclose(doubled[k], 2 * plain[k], atol=1e-6, rtol=1e-3), k
+
+
+def test_detached_current_logprobs_give_the_gradient_of_a_separate_old_policy_pass():
+    """One optimizer step per batch: the surrogate with old log-probs from a separate no-grad
+    pass (what the update used to do) has the same gradient as with this forward's, detached."""
+    from rl.grpo import clipped_surrogate_loss
+    from rl.train_batch import collate
+
+    seqs = batch()
+    model = tiny_model()
+    trainer = TorchTrainer(model, TrainerSettings(micro_batch=4), pad_id=0)
+    old = trainer.old_logprobs([seqs])[0]
+    rolled = [TrainSequence(s.input_ids, s.loss_mask, [o - 0.3 for o in old[i, :len(s.input_ids)].tolist()], s.advantage)
+              for i, s in enumerate(seqs)]  # the rollout model's log-probs a little off
+    b = collate(rolled, 0)
+    model.train()
+    loss, _ = clipped_surrogate_loss(trainer._logprobs(b), old, b["advantages"], b["loss_mask"],
+                                     rollout_logprobs=torch.where(b["rollout_logprobs"].isnan(), old, b["rollout_logprobs"]),
+                                     normaliser=float(sum(s.n_loss_tokens for s in seqs)))
+    loss.backward()
+    reference = {k: p.grad.clone() for k, p in model.named_parameters()}
+    now = _gradients(4, rolled)
+    for k in reference:
+        assert torch.allclose(reference[k], now[k], atol=1e-7, rtol=1e-5), k
+
+
+def test_the_update_reports_the_mismatch_weight_distribution():
+    seqs = batch()
+    trainer = TorchTrainer(tiny_model(), TrainerSettings(micro_batch=2), pad_id=0)
+    old = trainer.old_logprobs([seqs])[0]
+    # half the sequences' tokens sampled at half the trainer's probability (weight 2, the cap),
+    # the rest at 4x (weight 0.25)
+    rolled = [TrainSequence(s.input_ids, s.loss_mask,
+                            [o + (-math.log(2.0) if i % 2 == 0 else math.log(4.0)) for o in old[i, :len(s.input_ids)].tolist()],
+                            s.advantage) for i, s in enumerate(seqs)]
+    stats = TorchTrainer(tiny_model(), TrainerSettings(micro_batch=2), pad_id=0).update(rolled)
+    at_cap = (4 + 8) / 28  # policy tokens of sequences 0 and 2 over all policy tokens
+    assert stats["mismatch_tokens"] == 28
+    assert stats["mismatch_at_cap"] == pytest.approx(at_cap, abs=1e-6)
+    assert stats["mismatch_below_half"] == pytest.approx(1 - at_cap, abs=1e-6)
+    assert stats["mismatch_mean"] == pytest.approx(2 * at_cap + 0.25 * (1 - at_cap), rel=1e-4)
+
+
+def test_bf16_autocast_trains_float32_weights():
+    model = tiny_model()
+    before = params_of(model)
+    trainer = TorchTrainer(model, TrainerSettings(lr=1e-2, micro_batch=2, dtype="bfloat16"), pad_id=0)
+    stats = trainer.update(batch())
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert all(not torch.equal(before[k], v) for k, v in params_of(model).items())
+    assert stats["loss"] == pytest.approx(3 / 28, rel=1e-2)  # the same surrogate, in bf16 compute
 
 
 def test_state_round_trip_resumes_the_same_weights_and_optimizer(tmp_path):
