@@ -83,6 +83,39 @@ def plain_generate(policy: TransformersPolicy, prompts: list[list[int]], samplin
     return {"tokens": tokens, "seconds": seconds}
 
 
+def decode_step_profile(policy, batch: int, context: int) -> dict:
+    """Where one lean decode step's time goes at `batch` rows attending to `context` slots (ms)."""
+    from rl.decode import DecodeEngine, sample_tokens
+
+    engine = DecodeEngine(policy.model, policy.eos_ids, policy.pad_id)
+    layers, kv_heads, head_dim = engine._geometry()
+    kv = torch.zeros((layers, 2, batch, kv_heads, context + 8, head_dim), dtype=policy.model.dtype)
+    tokens = torch.randint(100, 20000, (batch, 1))
+    slots = torch.full((batch, 1), context)
+
+    def step():
+        return engine._logits(engine._forward(tokens, slots, kv, slice(0, batch), context + 1)[:, -1])
+
+    with torch.inference_mode():
+        logits = step()
+        start = time.perf_counter()
+        for _ in range(5):
+            logits = step()
+        forward = (time.perf_counter() - start) / 5
+        start = time.perf_counter()
+        for _ in range(5):
+            sample_tokens(logits, 0.8, 0.95, None)
+        sampler = (time.perf_counter() - start) / 5
+        with torch.profiler.profile() as prof:
+            for _ in range(3):
+                step()
+    ops = {e.key: e.self_cpu_time_total / 3 / 1000 for e in prof.key_averages()}
+    attention = sum(v for k, v in ops.items() if "scaled_dot_product" in k)
+    matmul = sum(v for k, v in ops.items() if k in ("aten::mm", "aten::addmm", "aten::bmm"))
+    return {"forward": forward * 1000, "attention": attention, "matmul": matmul,
+            "other": forward * 1000 - attention - matmul, "sampler": sampler * 1000}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="default: the warm-start checkpoint if built, else smollm2-135m")
@@ -133,7 +166,12 @@ def main() -> None:
     first = next(iter(rows.values()))
     print(f"read bandwidth {bandwidth / 1e9:.1f} GB/s, engine weights {weight_bytes / 1e6:.0f} MB: physical decode limit "
           f"{limit:.0f} tok/s at batch {len(specs)}; the engine reaches {100 * first['tokens'] / first['seconds'] / limit:.1f}%")
-    print(f"engine time in the environment (all rollouts, summed): {first['env_s']:.1f} s")
+    print(f"engine time in the environment (all rollouts, summed): {first['env_s']:.3f} s")
+    for context in (512, 1536):
+        p = decode_step_profile(engine, len(specs), context)
+        print(f"one decode step, batch {len(specs)}, context {context}: forward {p['forward']:.0f} ms (attention "
+              f"{p['attention']:.0f}, matmul {p['matmul']:.0f}, other {p['other']:.0f}), sampler {p['sampler']:.0f} ms; "
+              f"reading the weights once takes {weight_bytes / bandwidth * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

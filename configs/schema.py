@@ -196,6 +196,9 @@ class SftConfig(_Frozen):
     lora_rank: int = Field(default=16, ge=1, description="LoRA rank when lora is true.")
     seed: int = Field(default=0, description="Seed for demonstration variants and batch order.")
     device: str = Field(default="cpu", description="Torch device for training.")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        default="auto", description="Compute of forward and backward (autocast; weights and optimizer stay float32); "
+        "auto: bfloat16 where it is fast (see policy.dtype).")
     results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
                              "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment used to replay demonstrations.")

@@ -21,6 +21,7 @@ import torch
 
 from harness_pool.spec import HarnessSpec
 from rl.logprobs import token_logprobs
+from rl.precision import autocast
 from rl.policy import ChatSession, Generation, Sampling
 from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
 
@@ -137,12 +138,13 @@ def heldout_loss(model, examples: list[SftExample], pad_id: int, batch_size: int
 
 
 def train_sft(model, examples: list[SftExample], pad_id: int, steps: int, batch_size: int = 8, lr: float = 1e-4,
-              seed: int = 0, on_step=None, micro_batch_size: int = 2) -> list[float]:
+              seed: int = 0, on_step=None, micro_batch_size: int = 2, dtype: str = "float32") -> list[float]:
     """AdamW on shuffled mini-batches for `steps` updates (cosine decay); returns the loss per step.
 
     Each update accumulates gradients over micro-batches of `micro_batch_size` demonstrations
     (activation memory scales with it; the update is the same token-weighted mean as one big
-    batch). On 2 CPU cores a batch of 8 long demonstrations at once needed over 23 GB.
+    batch). On 2 CPU cores a batch of 8 long demonstrations at once needed over 23 GB. `dtype`
+    is the compute of forward and backward (autocast); weights and optimizer stay as they are.
     """
     if not examples:
         raise ValueError("no demonstrations to train on")
@@ -164,7 +166,8 @@ def train_sft(model, examples: list[SftExample], pad_id: int, steps: int, batch_
         n_tokens = sum(sum(e.loss_mask[1:]) for e in chunk) or 1
         total = 0.0
         for start in range(0, len(chunk), micro_batch_size):
-            part_sum, _ = masked_nll_sum(model, chunk[start:start + micro_batch_size], pad_id)
+            with autocast(model.device.type, dtype):
+                part_sum, _ = masked_nll_sum(model, chunk[start:start + micro_batch_size], pad_id)
             (part_sum / n_tokens).backward()
             total += part_sum.item()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -20,6 +20,7 @@ from envs.dbbench.data import load_split
 from harness_pool.spec import load_harness
 from rl.checkpoints import is_complete, read_meta, save_checkpoint
 from rl.model_store import resolve_model
+from rl.precision import resolve_dtype
 from rl.sft import SftExample, build_demonstrations, heldout_loss, train_sft
 from tasks import tracking
 from tasks.resources import env_factory, get_engine, get_policy
@@ -92,7 +93,8 @@ def train_checkpoint(cfg: SftConfig, demos_path: str, run_id: str) -> dict:
 
     with _progress() as bar:
         bar_id = bar.add_task("sft", total=cfg.steps, loss=float("nan"))
-        losses = train_sft(model, train, pad, cfg.steps, cfg.batch_size, cfg.lr, cfg.seed, on_step=on_step)
+        losses = train_sft(model, train, pad, cfg.steps, cfg.batch_size, cfg.lr, cfg.seed, on_step=on_step,
+                           dtype=resolve_dtype(cfg.dtype, cfg.device))
     after = heldout_loss(model, held, pad) if held else None
     if cfg.lora:
         model = model.merge_and_unload()
