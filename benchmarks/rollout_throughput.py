@@ -60,7 +60,6 @@ def engine_run(policy, specs, sampling, max_rounds) -> dict:
     seconds = time.perf_counter() - start
     return {"tokens": sum(r.n_policy_tokens for r in results), "seconds": seconds,
             "turns": sum(len(r.turns) for r in results) / len(results),
-            "generate_s": sum(t.seconds_generate for t in results[0].turns),
             "env_s": sum(r.seconds_env for r in results)}
 
 

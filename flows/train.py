@@ -30,7 +30,8 @@ from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
 from tasks.training import (batch_for_step, check_recorded_updates, collect_groups, completed_updates,
                             finish_train_run, init_checkpoint, mark_train_failed, paired_validation, record_step,
-                            register_train_run, release_handle, rl_checkpoint_name, save_progress, update_policy, warm_start_config)
+                            register_train_run, release_handle, rl_checkpoint_name, save_progress, update_policy,
+                            warm_start_config)
 
 
 def _progress() -> Progress:

@@ -32,12 +32,22 @@ import torch
 import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
+from rl.policy import PolicyError
+
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
 NUCLEUS_PREFILTERS = (64, 1024, 1 << 30)  # top-k sizes tried in turn for the nucleus; the last is all
 
 
-class UnsupportedModel(ValueError):
+class UnsupportedModel(PolicyError):
     """The model's architecture is not one the lean engine implements."""
+
+
+def require_supported(model) -> None:
+    """One-line error naming the fix for a model the lean engine cannot run."""
+    kind = getattr(model.config, "model_type", "?")
+    if kind not in SUPPORTED:
+        raise UnsupportedModel(f"the lean engine runs {', '.join(SUPPORTED)} models, not {kind!r}: "
+                               "set policy.engine (or trainer.engine) to 'hf'")
 
 
 @dataclass
@@ -109,12 +119,9 @@ class DecodeEngine:
     prefill_token_budget = 8192  # rows x new tokens per prefill forward
 
     def __init__(self, model, eos_ids: list[int], pad_id: int):
-        kind = getattr(model.config, "model_type", "?")
-        if kind not in SUPPORTED:
-            raise UnsupportedModel(f"the lean engine runs {', '.join(SUPPORTED)} models, not {kind!r}: "
-                                   "set policy.engine to 'hf'")
+        require_supported(model)
         self.model = model
-        self.eos = torch.tensor(eos_ids)
+        self.eos = set(eos_ids)
         self.pad_id = pad_id
 
     # -- the model, slot-addressed ---------------------------------------------------------
@@ -193,7 +200,7 @@ class DecodeEngine:
             source = torch.tensor(copies, device=device)
             kv[:, :, len(distinct):] = kv[:, :, source]
             hidden = torch.cat([hidden, hidden[source]])
-        lengths = torch.tensor([len(sequences[i]) for i in order], device=device)
+        lengths = [len(sequences[i]) for i in order]
         tokens_out: list[list[int]] = [[] for _ in order]
         logprobs_out: list[list[float]] = [[] for _ in order]
         filled = [0] * len(order)  # slots whose keys/values are real, per row of `order`
@@ -201,7 +208,6 @@ class DecodeEngine:
         rows = list(range(len(order)))  # the rows of `order` in the buffer, in buffer-row order
         done = [False] * len(order)
         logits = self._logits(hidden)
-        eos = set(self.eos.tolist())
         for step in range(1, max_new_tokens + 1):
             # one uniform per session, in the caller's order: a sample does not depend on buffer rows
             uniforms = torch.rand(len(order), generator=generator, device=device)[[order[row] for row in rows]]
@@ -211,8 +217,8 @@ class DecodeEngine:
                     continue  # a finished row rides along until the next compaction; its samples are dropped
                 tokens_out[row].append(token)
                 logprobs_out[row].append(logp)
-                filled[row] = int(lengths[row]) + step - 1
-                done[row] = token in eos or step == max_new_tokens
+                filled[row] = lengths[row] + step - 1
+                done[row] = token in self.eos or step == max_new_tokens
             going = [not done[row] for row in rows]
             if not any(going):
                 break
@@ -224,7 +230,7 @@ class DecodeEngine:
                 keep = torch.tensor(going, device=device)
                 kv, tokens = kv[:, :, keep].contiguous(), tokens[keep]
                 rows = [row for row in rows if not done[row]]
-            slots = torch.tensor([int(lengths[row]) + step - 1 for row in rows], device=device)[:, None]
+            slots = torch.tensor([lengths[row] + step - 1 for row in rows], device=device)[:, None]
             hidden = self._forward(tokens[:, None], slots, kv, slice(0, len(rows)), int(slots.max()) + 1)
             logits = self._logits(hidden[:, -1])
         if keep_cache:

@@ -104,6 +104,10 @@ class TransformersPolicy:
         self.engine = engine  # 'lean': rl/decode.py with keys/values kept across turns; 'hf': model.generate
         self.dtype = resolve_dtype(dtype, device)  # 'auto' -> bf16 where the hardware is fast at it
         self.model, self.tokenizer = load_model(self.model_dir, device, self.dtype, shared)
+        if engine == "lean":
+            from rl.decode import require_supported
+
+            require_supported(self.model)
         self.max_context_tokens = max_context_tokens or int(
             getattr(self.model.config, "max_position_embeddings", 2048))
         self.eos_ids = self._eos_ids()

@@ -90,3 +90,14 @@ def test_recorded_logprobs_match_teacher_forcing_of_the_rollout_model(smol_polic
                 gaps.append((forced[start:start + len(gen.token_ids)] - torch.tensor(gen.logprobs)).abs())
     gaps = torch.cat(gaps)
     assert gaps.mean() < mean_tol and gaps.max() < max_tol
+
+
+def test_a_model_the_lean_engine_cannot_run_is_a_one_line_policy_error_naming_the_fix():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from rl.decode import require_supported
+    from rl.policy import PolicyError
+
+    tiny = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=32))
+    with pytest.raises(PolicyError, match=r"not 'gpt2': set policy.engine \(or trainer.engine\) to 'hf'$"):
+        require_supported(tiny)
