@@ -6,7 +6,8 @@ policy is the warm-started checkpoint (configs/sft_dbbench_smol.yaml) when it ha
 since the base model ends nearly every episode at its first turn.
 
 Rows, all in this process on the same prompts:
-- engine (default: lean loop, keys/values kept across turns, dtype auto): every turn;
+- engine (default: lean loop, keys/values kept across turns, continuous batching, dtype auto);
+- the same engine with one batched call per turn (every episode waits for the turn's slowest reply);
 - previous engine (model.generate per turn, fp32, the whole conversation prefilled each turn);
 - plain fp32 `model.generate` on the same N x K first-turn prompts, one call (first turn only).
 Tokens/s (sampled tokens over wall time) is the fair comparison. The physical limit is the
@@ -145,6 +146,9 @@ def main() -> None:
 
     rows = {}
     rows[f"engine ({engine.engine}, {engine.dtype})"] = engine_run(engine, specs, sampling, args.max_rounds)
+    engine.continuous_batching = False
+    rows["same, one call per turn"] = engine_run(engine, specs, sampling, args.max_rounds)
+    engine.continuous_batching = True
     if not args.skip_previous:
         rows["previous engine (hf, float32)"] = engine_run(fp32, specs, sampling, args.max_rounds)
     prompts = [engine.start(HarnessRuntime(h0, task_fields(t)).opening_messages()[0]).token_ids

@@ -28,10 +28,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from configs.schema import TrainConfig
 from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
-from tasks.training import (batch_for_step, check_recorded_updates, collect_groups, completed_updates,
-                            finish_train_run, init_checkpoint, mark_train_failed, paired_validation, record_step,
-                            register_train_run, release_handle, rl_checkpoint_name, save_progress, update_policy,
-                            warm_start_config)
+from tasks.rollout_groups import dead_groups, record_groups, sample_first_groups, sample_rescue_groups
+from tasks.training import (batch_for_step, check_recorded_updates, completed_updates, finish_train_run,
+                            init_checkpoint, mark_train_failed, paired_validation, record_step, register_train_run,
+                            release_handle, rl_checkpoint_name, save_progress, update_policy, warm_start_config)
 
 
 def _progress() -> Progress:
@@ -71,13 +71,16 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
         bar_id = bar.add_task("updates", total=cfg.updates, completed=start, valid=0.0, rescue=0.0)
         for step in range(start, cfg.updates):
             anchor = None
-            if step % cfg.reanchor_every == 0:
+            if step % cfg.reanchor_every == 0:  # freeze the policy, re-measure every harness on validation
                 anchor = reanchor(cfg, run_id, step, run["val_task_ids"], database_url)
             batch = batch_for_step(run["train_task_ids"], cfg.seed, cfg.batch_tasks, step)
-            rollouts = collect_groups(cfg, run_id, step, batch, database_url)
-            update = update_policy(cfg, run_id, step, rollouts["train_group_ids"], database_url)
-            signals = record_step(cfg, run_id, step, rollouts, update, anchor, database_url)
-            save_progress(cfg, run_id, step, database_url)
+            first = sample_first_groups(cfg, run_id, step, batch)  # K rollouts per task under H0
+            dead = dead_groups(first)  # no success: no GRPO signal
+            rescue = sample_rescue_groups(cfg, run_id, step, dead, database_url)  # by mode: router-chosen siblings
+            groups = record_groups(cfg, run_id, step, first, rescue, database_url)  # a rescue replaces its dead group
+            update = update_policy(cfg, run_id, step, groups.trained)  # group advantages, one clipped update
+            signals = record_step(cfg, run_id, step, groups, dead, update, anchor, database_url)
+            save_progress(cfg, run_id, step, database_url)  # trainer state + this step's rows, for resume
             bar.update(bar_id, completed=step + 1, valid=signals["train/valid_group_ratio"],
                        rescue=signals["rollout/rescue_success"])
     final = reanchor(cfg, run_id, cfg.updates, run["val_task_ids"], database_url)

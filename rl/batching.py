@@ -37,6 +37,8 @@ class _Request:
 class BatchingPolicy:
     """Wraps a Policy so that generate calls from several threads are merged into one."""
 
+    continuous_batching = False  # merged per turn; the wrapped policy's continuous mode would bypass the merge
+
     def __init__(self, inner: Policy, window_s: float = 0.02, max_sessions: int = 64):
         self.inner = inner
         self.name = inner.name

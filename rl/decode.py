@@ -1,17 +1,21 @@
 """A lean batched decode loop for Llama-family models, with each session's keys/values kept
 between turns (DESIGN.md §4: a decode step under `model.generate` is overhead-bound here).
 
-One `generate` call takes sessions at any turn of any episode. Each brings the tokens it has
+One `run` takes sessions at any turn of any episode. Each brings the tokens it has
 (`token_ids`) and the keys/values it already computed for a prefix of them (`KVCache`, or None).
 The engine:
-1. gives every session one row of a preallocated key/value buffer and copies its cache in;
+1. gives every session one row of a key/value buffer and copies its cache in;
 2. prefills only the tokens that are not cached yet (a new turn's observation, hint and
    chat-template text), in row chunks under a token budget, computing vocabulary logits only
    at each row's last position;
 3. decodes all rows together, one token per step, writing keys/values in place (no
    concatenation), attending only to each row's own filled slots, and dropping finished rows
-   from the batch once they are half of it;
-4. hands each session back its grown cache.
+   from the buffer once they are half of it;
+4. when a row's reply is complete, asks the caller for its next turn (continuous batching: the
+   caller steps the episode's environment and appends the observation). The appended tokens
+   are prefilled into the same row at the next step while the other rows keep decoding, so
+   nobody waits for the slowest reply of a turn. Without a next turn (`generate`), each
+   session gets its grown cache back for a later call.
 
 The sampler draws from softmax(logits / temperature) restricted to the top-p nucleus; the
 nucleus is searched among the 64 largest logits first, then 1,024, and the full vocabulary is
@@ -26,6 +30,7 @@ Qwen3 module layout of Hugging Face transformers (others raise UnsupportedModel;
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -66,6 +71,7 @@ class Decoded:
     tokens: list[int]
     logprobs: list[float]
     cache: KVCache | None
+    seconds: float = 0.0  # from the row's turn starting (its prefill) to its last token
 
 
 def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float,
@@ -113,6 +119,24 @@ def _draw(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cumulative, u, right=True).squeeze(1).clamp(max=weights.shape[1] - 1)
 
 
+def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
+    """Attention of q [b, Hq, n, D] over k, v [b, Hkv, S, D] (Hq a multiple of Hkv), mask [b, 1, n, S].
+
+    The query heads that share a key/value head are folded into that head's query positions, so
+    one attention runs per key/value head and the keys and values are never expanded. Query head
+    h reads key/value head h // (Hq / Hkv), as in Hugging Face's repeat_kv. Measured here (bf16,
+    batch 32, one query, context 512): 0.8 ms per layer against 6.2 ms for SDPA's enable_gqa.
+    """
+    b, hq, n, d = q.shape
+    hkv = k.shape[1]
+    group = hq // hkv
+    folded = q.reshape(b, hkv, group * n, d)
+    if group > 1:
+        mask = mask.repeat(1, 1, group, 1) if n > 1 else mask  # [b, 1, group * n, S]; one query broadcasts
+    out = F.scaled_dot_product_attention(folded, k, v, attn_mask=mask, scale=scale)
+    return out.reshape(b, hq, n, d)
+
+
 class DecodeEngine:
     """Batched sampling over a Hugging Face Llama-family causal LM, caches kept per session."""
 
@@ -130,7 +154,7 @@ class DecodeEngine:
         attn = self.model.get_decoder().layers[0].self_attn
         return cfg.num_hidden_layers, cfg.num_key_value_heads, attn.head_dim
 
-    def _forward(self, ids: torch.Tensor, slots: torch.Tensor, kv: torch.Tensor, rows: slice,
+    def _forward(self, ids: torch.Tensor, slots: torch.Tensor, kv: torch.Tensor, rows: slice | torch.Tensor,
                  visible: int) -> torch.Tensor:
         """Hidden states [b, n, hidden] of tokens `ids` [b, n] at `slots` [b, n] of buffer rows
         `rows`; their keys/values are written there, each query sees its row's slots <= its own."""
@@ -140,7 +164,8 @@ class DecodeEngine:
         cos, sin = decoder.rotary_emb(x, slots)
         keys = torch.arange(visible, device=ids.device)
         mask = (keys[None, None, None, :] <= slots[:, None, :, None])  # [b, 1, n, visible]
-        batch_rows = torch.arange(rows.start, rows.stop, device=ids.device)[:, None].expand(b, n)
+        index = torch.arange(rows.start, rows.stop, device=ids.device) if isinstance(rows, slice) else rows
+        batch_rows = index[:, None].expand(b, n)
         for layer_index, layer in enumerate(decoder.layers):
             attn = layer.self_attn
             h = layer.input_layernorm(x)
@@ -153,8 +178,11 @@ class DecodeEngine:
             layer_kv = kv[layer_index]
             layer_kv[0][batch_rows, :, slots] = k.transpose(1, 2)
             layer_kv[1][batch_rows, :, slots] = v
-            out = F.scaled_dot_product_attention(q, layer_kv[0, rows, :, :visible], layer_kv[1, rows, :, :visible],
-                                                 attn_mask=mask, scale=attn.scaling, enable_gqa=True)
+            if isinstance(rows, slice):  # a view of contiguous rows; an index gathers a copy
+                keys_, values = layer_kv[0, rows, :, :visible], layer_kv[1, rows, :, :visible]
+            else:
+                keys_, values = layer_kv[0, rows][:, :, :visible], layer_kv[1, rows][:, :, :visible]
+            out = grouped_attention(q, keys_, values, mask, attn.scaling)
             x = x + attn.o_proj(out.transpose(1, 2).reshape(b, n, -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return decoder.norm(x)
@@ -163,82 +191,42 @@ class DecodeEngine:
         return self.model.get_output_embeddings()(hidden)
 
     # -- one batched call ------------------------------------------------------------------
-    @torch.inference_mode()
     def generate(self, sequences: list[list[int]], caches: list[KVCache | None], max_new_tokens: int,
                  temperature: float, top_p: float, seed: int | None, keep_cache: bool = True) -> list[Decoded]:
         """Sample up to `max_new_tokens` after each sequence (stopping at an end-of-turn id)."""
-        param = next(self.model.parameters())
-        device = param.device
-        n_layers, kv_heads, head_dim = self._geometry()
-        cached = [min(c.length, len(s) - 1) if c is not None else 0 for s, c in zip(sequences, caches)]
-        # identical sequences with the same cache (a group's K rollouts at their first turn) are
-        # prefilled once and copied: the buffer holds the distinct ones first, longest first
-        first: dict[tuple, int] = {}
-        copy_of = {i: first.setdefault((tuple(s), id(c) if cached[i] else None), i)
-                   for i, (s, c) in enumerate(zip(sequences, caches))}
-        distinct = sorted((i for i in copy_of if copy_of[i] == i), key=lambda i: len(sequences[i]) - cached[i],
-                          reverse=True)
-        order = distinct + [i for i in copy_of if copy_of[i] != i]
-        news = [len(sequences[i]) - cached[i] for i in distinct]
-        chunks = self._prefill_chunks(news)
-        width = max(len(s) for s in sequences) + max_new_tokens
-        width = max([width] + [cached[order[r]] + news[a] for a, b in chunks for r in range(a, b)])
-        # zeros, not empty: a masked slot still enters p @ V, and 0 x NaN from stale memory is NaN
-        kv = torch.zeros((n_layers, 2, len(order), kv_heads, width, head_dim), dtype=param.dtype, device=device)
-        for row, i in enumerate(distinct):
-            if cached[i]:
-                kv[:, :, row, :, :cached[i]] = caches[i].tensor[:, :, :, :cached[i]].to(device)
-        generator = None
-        if seed is not None:
-            generator = torch.Generator(device=device)
-            generator.manual_seed(seed)
+        return self.run(sequences, caches, max_new_tokens, temperature, top_p, seed, keep_cache=keep_cache)
 
-        hidden = torch.cat([self._prefill_chunk(sequences, cached, order, news, a, b, kv) for a, b in chunks])
-        row_of = {i: row for row, i in enumerate(order)}
-        copies = [row_of[copy_of[i]] for i in order[len(distinct):]]
-        if copies:
-            source = torch.tensor(copies, device=device)
-            kv[:, :, len(distinct):] = kv[:, :, source]
-            hidden = torch.cat([hidden, hidden[source]])
-        lengths = [len(sequences[i]) for i in order]
-        tokens_out: list[list[int]] = [[] for _ in order]
-        logprobs_out: list[list[float]] = [[] for _ in order]
-        filled = [0] * len(order)  # slots whose keys/values are real, per row of `order`
-        saved: dict[int, KVCache] = {}
-        rows = list(range(len(order)))  # the rows of `order` in the buffer, in buffer-row order
-        done = [False] * len(order)
-        logits = self._logits(hidden)
-        for step in range(1, max_new_tokens + 1):
-            # one uniform per session, in the caller's order: a sample does not depend on buffer rows
-            uniforms = torch.rand(len(order), generator=generator, device=device)[[order[row] for row in rows]]
-            tokens, logps = sample_tokens(logits, temperature, top_p, uniforms=uniforms)
-            for j, (row, token, logp) in enumerate(zip(rows, tokens.tolist(), logps.tolist())):
-                if done[row]:
-                    continue  # a finished row rides along until the next compaction; its samples are dropped
-                tokens_out[row].append(token)
-                logprobs_out[row].append(logp)
-                filled[row] = lengths[row] + step - 1
-                done[row] = token in self.eos or step == max_new_tokens
-            going = [not done[row] for row in rows]
-            if not any(going):
-                break
-            if sum(going) * 2 <= len(rows):  # compact: finished rows stop costing compute
-                if keep_cache:
-                    for j, row in enumerate(rows):
-                        if done[row]:
-                            saved[row] = KVCache(kv[:, :, j, :, :filled[row]].clone())
-                keep = torch.tensor(going, device=device)
-                kv, tokens = kv[:, :, keep].contiguous(), tokens[keep]
-                rows = [row for row in rows if not done[row]]
-            slots = torch.tensor([lengths[row] + step - 1 for row in rows], device=device)[:, None]
-            hidden = self._forward(tokens[:, None], slots, kv, slice(0, len(rows)), int(slots.max()) + 1)
-            logits = self._logits(hidden[:, -1])
-        if keep_cache:
-            for j, row in enumerate(rows):
-                saved.setdefault(row, KVCache(kv[:, :, j, :, :filled[row]].clone()))
+    @torch.inference_mode()
+    def run(self, sequences: list[list[int]], caches: list[KVCache | None], max_new_tokens: int,
+            temperature: float, top_p: float, seed: int | None, next_turn=None, keep_cache: bool = True
+            ) -> list[Decoded]:
+        """Sample a reply after each sequence; with `next_turn`, keep going (continuous batching).
+
+        next_turn(i, decoded) is called the moment sequence i's reply is complete. It returns
+        the sequence's next state (the old one + the reply + what the caller appended, or a
+        new context) to sample another reply after it in the same row, or None when sequence i
+        is finished; the row's keys/values stay in place between its turns. A row's draws come
+        from its own stream, seeded by (seed, i, turn), so a sample does not depend on which
+        other rows share the batch. Returns each sequence's last reply (with its cache when
+        `keep_cache`)."""
+        batch = _Batch(self, max_new_tokens, seed)
+        batch.admit_all(sequences, caches)
         results: list[Decoded | None] = [None] * len(sequences)
-        for row, i in enumerate(order):
-            results[i] = Decoded(tokens_out[row], logprobs_out[row], saved.get(row))
+        while batch.live():
+            logits, rows = batch.step()
+            tokens, logps = sample_tokens(logits, temperature, top_p, uniforms=batch.uniforms(rows))
+            for row, token, logp in zip(rows, tokens.tolist(), logps.tolist()):
+                if not batch.record(row, token, logp):
+                    continue
+                decoded = batch.reply(row)
+                following = next_turn(batch.who[row], decoded) if next_turn is not None else None
+                if following is None:
+                    decoded.cache = batch.cache_of(row) if keep_cache else None
+                    results[batch.who[row]] = decoded
+                    batch.retire(row)
+                else:
+                    batch.continue_with(row, following)
+            batch.compact()
         return results  # type: ignore[return-value]
 
     def _prefill_chunks(self, news: list[int]) -> list[tuple[int, int]]:
@@ -254,18 +242,190 @@ class DecodeEngine:
             start = stop
         return chunks
 
-    def _prefill_chunk(self, sequences, cached, order, news, start, stop, kv) -> torch.Tensor:
-        """Feed the uncached tokens of rows start..stop; the last real position's hidden state [b, H]."""
-        device = kv.device
-        n = news[start]
-        ids = torch.full((stop - start, n), self.pad_id, dtype=torch.long)
-        slots = torch.zeros((stop - start, n), dtype=torch.long)
-        for r in range(start, stop):
-            i = order[r]
-            fresh = sequences[i][cached[i]:]
-            ids[r - start, :len(fresh)] = torch.tensor(fresh)
-            # padding sits after the row's last token; decoding overwrites those slots before reading them
-            slots[r - start] = torch.arange(cached[i], cached[i] + n)
-        hidden = self._forward(ids.to(device), slots.to(device), kv, slice(start, stop), int(slots.max()) + 1)
-        last = torch.tensor([news[r] - 1 for r in range(start, stop)], device=device)
-        return hidden[torch.arange(stop - start, device=device), last]
+
+PREFILL, DECODE, DONE = "prefill", "decode", "done"
+
+
+def _stream_seed(seed: int, index: int, turn: int) -> int:
+    return hash((seed, index, turn)) & 0x7FFF_FFFF_FFFF_FFFF  # int tuples hash the same in every process
+
+
+class _Batch:
+    """The rows of one `DecodeEngine.run`: a key/value buffer [layers, 2, rows, kv_heads, width,
+    head_dim] that grows when a row needs more slots, and per row the sequence it serves.
+
+    A row is PREFILL (its sequence has tokens without keys/values yet), DECODE (its last sampled
+    token is fed next) or DONE (it rides along until the next compaction). Each step feeds every
+    DECODE row one token in one forward over the whole buffer, then prefills the PREFILL rows."""
+
+    def __init__(self, engine: DecodeEngine, max_new_tokens: int, seed: int | None):
+        self.engine, self.max_new, self.seed = engine, max_new_tokens, seed
+        param = next(engine.model.parameters())
+        self.device, self.dtype = param.device, param.dtype
+        self.kv: torch.Tensor | None = None
+        self.who: list[int] = []  # the caller's index of the sequence each row serves
+        self.seq: list[list[int]] = []  # the row's sequence before the current reply
+        self.filled: list[int] = []  # slots holding real keys/values
+        self.state: list[str] = []
+        self.reply_tokens: list[list[int]] = []
+        self.reply_logps: list[list[float]] = []
+        self.turn: list[int] = []
+        self.draws: list[list[float] | None] = []
+        self.started: list[float] = []
+        self.copy_of: dict[int, int] = {}  # row -> the row whose first prefill it shares
+
+    # -- rows in and out --------------------------------------------------------------------
+    def admit_all(self, sequences: list[list[int]], caches: list[KVCache | None]) -> None:
+        """One row per sequence. Identical sequences with the same cache (a group's K rollouts at
+        their first turn) are prefilled once: the distinct ones come first, most new tokens first."""
+        cached = [min(c.length, len(s) - 1) if c is not None else 0 for s, c in zip(sequences, caches)]
+        first: dict[tuple, int] = {}
+        source = {i: first.setdefault((tuple(s), id(c) if cached[i] else None), i)
+                  for i, (s, c) in enumerate(zip(sequences, caches))}
+        distinct = sorted((i for i in source if source[i] == i), key=lambda i: len(sequences[i]) - cached[i],
+                          reverse=True)
+        order = distinct + [i for i in source if source[i] != i]
+        row_of = {i: row for row, i in enumerate(order)}
+        now = time.perf_counter()
+        for i in order:
+            self.who.append(i)
+            self.seq.append(list(sequences[i]))
+            self.filled.append(cached[i])
+            self.state.append(PREFILL)
+            self.reply_tokens.append([])
+            self.reply_logps.append([])
+            self.turn.append(0)
+            self.draws.append(None)
+            self.started.append(now)
+        self.copy_of = {row_of[i]: row_of[source[i]] for i in order if source[i] != i}
+        layers, kv_heads, head_dim = self.engine._geometry()
+        width = max(len(s) for s in sequences) + self.max_new
+        self.kv = torch.zeros((layers, 2, len(order), kv_heads, width, head_dim), dtype=self.dtype, device=self.device)
+        for row, i in enumerate(order):
+            if cached[i] and row not in self.copy_of:
+                self.kv[:, :, row, :, :cached[i]] = caches[i].tensor[:, :, :, :cached[i]].to(self.device)
+
+    def live(self) -> bool:
+        return any(state != DONE for state in self.state)
+
+    def record(self, row: int, token: int, logp: float) -> bool:
+        """Append a sampled token to the row's reply; True when the reply is complete."""
+        self.reply_tokens[row].append(token)
+        self.reply_logps[row].append(logp)
+        self.state[row] = DECODE
+        return token in self.engine.eos or len(self.reply_tokens[row]) == self.max_new
+
+    def reply(self, row: int) -> Decoded:
+        return Decoded(self.reply_tokens[row], self.reply_logps[row], None, time.perf_counter() - self.started[row])
+
+    def cache_of(self, row: int) -> KVCache:
+        """Keys/values of everything the row holds but its last sampled token (never fed back)."""
+        return KVCache(self.kv[:, :, row, :, :self.filled[row]].clone())
+
+    def retire(self, row: int) -> None:
+        self.state[row] = DONE
+        self.seq[row], self.reply_tokens[row], self.reply_logps[row], self.draws[row] = [], [], [], None
+
+    def continue_with(self, row: int, following: list[int]) -> None:
+        """The row's next turn: `following` extends its sequence and reply (its keys/values stay
+        and only the appended tokens are prefilled), or replaces them (all are prefilled again;
+        a query never reads a slot beyond its own, so stale ones are overwritten first)."""
+        held = self.seq[row] + self.reply_tokens[row]
+        if not (len(following) > len(held) - 1 and following[:len(held)] == held):
+            self.filled[row] = 0
+        self.seq[row] = list(following)
+        self.reply_tokens[row], self.reply_logps[row], self.draws[row] = [], [], None
+        self.turn[row] += 1
+        self.state[row] = PREFILL
+        self.started[row] = time.perf_counter()
+
+    def compact(self) -> None:
+        """Once finished rows are half the buffer or more, drop them so they stop costing compute."""
+        keep = [row for row, state in enumerate(self.state) if state != DONE]
+        if not keep or len(keep) * 2 > len(self.state):
+            return
+        self.kv = self.kv[:, :, torch.tensor(keep, device=self.device)].contiguous()
+        for name in ("who", "seq", "filled", "state", "reply_tokens", "reply_logps", "turn", "draws", "started"):
+            values = getattr(self, name)
+            setattr(self, name, [values[row] for row in keep])
+
+    # -- sampling inputs ---------------------------------------------------------------------
+    def uniforms(self, rows: list[int]) -> torch.Tensor:
+        """Each row's next uniform from its own stream for this turn."""
+        for row in rows:
+            if self.draws[row] is None:
+                generator = None
+                if self.seed is not None:
+                    generator = torch.Generator().manual_seed(_stream_seed(self.seed, self.who[row], self.turn[row]))
+                self.draws[row] = torch.rand(self.max_new, generator=generator).tolist()
+        return torch.tensor([self.draws[row][len(self.reply_tokens[row])] for row in rows], device=self.device)
+
+    # -- one step of the model ---------------------------------------------------------------
+    def step(self) -> tuple[torch.Tensor, list[int]]:
+        """Logits [n, V] for the next token of every live row, and those rows in that order."""
+        hidden, rows = [], []
+        decoding = [row for row, state in enumerate(self.state) if state == DECODE]
+        if decoding:
+            engine = self.engine
+            # PREFILL rows write their junk where their prefill writes next; DONE rows at slot 0
+            slots = [self.filled[row] if state != DONE else 0 for row, state in enumerate(self.state)]
+            ids = torch.tensor([self.reply_tokens[row][-1] if state == DECODE else engine.pad_id
+                                for row, state in enumerate(self.state)], device=self.device)[:, None]
+            out = engine._forward(ids, torch.tensor(slots, device=self.device)[:, None], self.kv,
+                                  slice(0, len(self.state)), max(slots) + 1)
+            hidden.append(out[torch.tensor(decoding, device=self.device), -1])
+            rows += decoding
+            for row in decoding:
+                self.filled[row] += 1
+        prefilling = [row for row, state in enumerate(self.state) if state == PREFILL]
+        if prefilling:
+            hidden.append(self._prefill(prefilling))
+            rows += prefilling
+        return self.engine._logits(torch.cat(hidden)), rows
+
+    def _prefill(self, rows: list[int]) -> torch.Tensor:
+        """Feed each row's tokens that have no keys/values yet; the last one's hidden state per
+        row [len(rows), hidden], in the order of `rows`."""
+        engine, device = self.engine, self.device
+        distinct = sorted((row for row in rows if row not in self.copy_of),
+                          key=lambda row: len(self.seq[row]) - self.filled[row], reverse=True)
+        news = [len(self.seq[row]) - self.filled[row] for row in distinct]
+        chunks = engine._prefill_chunks(news)
+        # padding sits after a row's last token, in slots that decoding overwrites before reading
+        self._ensure_width(max([len(self.seq[row]) + self.max_new for row in rows]
+                               + [self.filled[distinct[r]] + news[a] for a, b in chunks for r in range(a, b)]))
+        last: dict[int, torch.Tensor] = {}
+        for a, b in chunks:
+            chunk = distinct[a:b]
+            n = news[a]
+            ids = torch.full((len(chunk), n), engine.pad_id, dtype=torch.long)
+            slots = torch.zeros((len(chunk), n), dtype=torch.long)
+            for j, row in enumerate(chunk):
+                fresh = self.seq[row][self.filled[row]:]
+                ids[j, :len(fresh)] = torch.tensor(fresh)
+                slots[j] = torch.arange(self.filled[row], self.filled[row] + n)
+            contiguous = chunk == list(range(chunk[0], chunk[0] + len(chunk)))
+            where = slice(chunk[0], chunk[0] + len(chunk)) if contiguous else torch.tensor(chunk, device=device)
+            out = engine._forward(ids.to(device), slots.to(device), self.kv, where, int(slots.max()) + 1)
+            ends = torch.tensor([news[r] - 1 for r in range(a, b)], device=device)
+            for j, h in zip(chunk, out[torch.arange(len(chunk), device=device), ends]):
+                last[j] = h
+        copies = [row for row in rows if row in self.copy_of]
+        if copies:
+            targets = torch.tensor(copies, device=device)
+            self.kv[:, :, targets] = self.kv[:, :, torch.tensor([self.copy_of[row] for row in copies], device=device)]
+            for row in copies:
+                last[row] = last[self.copy_of[row]]
+        self.copy_of = {}
+        for row in rows:
+            self.filled[row] = len(self.seq[row])
+        return torch.stack([last[row] for row in rows])
+
+    def _ensure_width(self, need: int) -> None:
+        width = self.kv.shape[4]
+        if need <= width:
+            return
+        grown = torch.zeros(self.kv.shape[:4] + (max(need, width + width // 2), self.kv.shape[5]),
+                            dtype=self.dtype, device=self.device)
+        grown[:, :, :, :, :width] = self.kv
+        self.kv = grown

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from rl.memory import checkpoint_activations
 from rl.trainer import TorchTrainer, TrainerSettings, wrap_lora
 
 
@@ -56,7 +57,7 @@ class DeepSpeedTrainer(TorchTrainer):
         if settings.lora:
             model = wrap_lora(model, settings.lora_rank)
         if settings.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
+            checkpoint_activations(model)
         params = [p for p in model.parameters() if p.requires_grad]
         self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=params,
                                                                  config=ds_config(settings, zero_stage, bf16))

@@ -93,3 +93,8 @@ class Policy(Protocol):
 
     def generate(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
         """Sample one assistant reply per session, in one batched call, and append it to each."""
+
+    # Optional: a backend with `continuous_batching = True` also has
+    # generate_continuous(sessions, sampling, on_reply), which calls on_reply(i, generation) the
+    # moment session i's reply is complete; on_reply returns True when it appended another turn
+    # to the session, which then joins the running batch (rl/transformers_policy.py).

@@ -1,8 +1,10 @@
-"""Multi-turn rollout engine: many episodes side by side, one batched generate call per turn.
+"""Multi-turn rollout engine: many episodes side by side in one batch.
 
-Each rollout pairs a benchmark task, a harness and its own isolated environment. Every turn,
-all live rollouts are sent to the policy in one call (a group of K, or a rescue group whose K
-rollouts run under K different harnesses). Per turn we record the context tokens the harness
+Each rollout pairs a benchmark task, a harness and its own isolated environment. All rollouts
+(a group of K, or a rescue group whose K rollouts run under K different harnesses, or several
+groups) share the policy's batch: continuously where the policy supports it (an episode's next
+turn joins the running batch when its reply and the environment's answer are in), else one
+batched generate call per turn. Per turn we record the context tokens the harness
 or environment added (loss mask 0), the policy's sampled tokens (loss mask 1) with their
 rollout log-probs, the parsed action, the raw observation and the hook events.
 """
@@ -130,31 +132,50 @@ def behaviour_tags(queries: list[str], answered: bool) -> list[str]:
 
 
 def run_rollouts(policy: Policy, specs: list[RolloutSpec], make_env: Callable[[object], Environment],
-                 sampling: Sampling, max_rounds: int = 15, on_turn: Callable[[int], None] | None = None
-                 ) -> list[RolloutResult]:
-    """Run every spec to the end; all live episodes share one generate call per turn."""
+                 sampling: Sampling, max_rounds: int = 15) -> list[RolloutResult]:
+    """Run every spec to the end, all episodes in one batch.
+
+    With a policy that batches continuously (`continuous_batching`), an episode takes its next
+    turn as soon as its reply is complete and the environment has answered; otherwise all live
+    episodes share one generate call per turn (turn t seeded with seed * 1000 + t)."""
     episodes = [_Episode(spec, make_env(spec.bench_task), policy) for spec in specs]
     try:
-        turn = 0
-        while any(not e.done for e in episodes):
-            live = [e for e in episodes if not e.done]
-            seed = None if sampling.seed is None else sampling.seed * 1000 + turn
-            started = time.perf_counter()
-            generations = policy.generate([e.session for e in live], Sampling(
-                sampling.temperature, sampling.top_p, sampling.max_new_tokens, seed))
-            seconds = time.perf_counter() - started
-            for episode, gen in zip(live, generations):
-                _advance(policy, episode, gen, seconds, max_rounds)
-                if episode.done:
-                    episode.session.release()
-            turn += 1
-            if on_turn:
-                on_turn(turn)
+        if getattr(policy, "continuous_batching", False):
+            _run_continuous(policy, episodes, sampling, max_rounds)
+        else:
+            _run_turn_by_turn(policy, episodes, sampling, max_rounds)
         return [_finish(e) for e in episodes]
     finally:
         for e in episodes:
             e.env.close()
             e.runtime.close()
+
+
+def _run_continuous(policy, episodes: list[_Episode], sampling: Sampling, max_rounds: int) -> None:
+    def on_reply(index: int, gen) -> bool:
+        episode = episodes[index]
+        _advance(policy, episode, gen, gen.seconds, max_rounds)
+        if episode.done:
+            episode.session.release()
+        return not episode.done
+
+    policy.generate_continuous([e.session for e in episodes], sampling, on_reply)
+
+
+def _run_turn_by_turn(policy, episodes: list[_Episode], sampling: Sampling, max_rounds: int) -> None:
+    turn = 0
+    while any(not e.done for e in episodes):
+        live = [e for e in episodes if not e.done]
+        seed = None if sampling.seed is None else sampling.seed * 1000 + turn
+        started = time.perf_counter()
+        generations = policy.generate([e.session for e in live], Sampling(
+            sampling.temperature, sampling.top_p, sampling.max_new_tokens, seed))
+        seconds = time.perf_counter() - started
+        for episode, gen in zip(live, generations):
+            _advance(policy, episode, gen, seconds, max_rounds)
+            if episode.done:
+                episode.session.release()
+        turn += 1
 
 
 def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int) -> None:

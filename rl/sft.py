@@ -115,13 +115,13 @@ def _batch(examples: list[SftExample], pad_id: int) -> tuple[torch.Tensor, torch
 def masked_nll_sum(model, examples: list[SftExample], pad_id: int) -> tuple[torch.Tensor, float]:
     """(sum of negative log-likelihoods over loss-mask-1 tokens, their count).
 
-    Log-probs come from `token_logprobs`, which projects to the vocabulary in position chunks,
-    so full-vocabulary logits are never held for the whole batch.
+    Log-probs come from `token_logprobs`, which projects only the loss tokens to the vocabulary,
+    in chunks, so full-vocabulary logits are never held for the whole batch.
     """
     ids, attn, mask = _batch(examples, pad_id)
-    logp = token_logprobs(model, ids.to(model.device), attn.to(model.device))
     weight = mask.to(model.device)
     weight[:, 0] = 0.0  # the first token has no context
+    logp = token_logprobs(model, ids.to(model.device), attn.to(model.device), needed=weight > 0)
     return -(logp * weight).sum(), float(weight.sum().item())
 
 
@@ -150,7 +150,7 @@ def train_sft(model, examples: list[SftExample], pad_id: int, steps: int, batch_
         raise ValueError("no demonstrations to train on")
     rng = random.Random(seed)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * s / max(steps, 1))))
     order: list[int] = []
     losses = []

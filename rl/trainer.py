@@ -28,6 +28,7 @@ import torch
 
 from rl.grpo import MISMATCH_CAP, clipped_surrogate_loss, mismatch_weight
 from rl.logprobs import token_logprobs
+from rl.memory import checkpoint_activations
 from rl.precision import autocast
 from rl.train_batch import TrainSequence, collate, micro_batches
 
@@ -64,10 +65,11 @@ class TorchTrainer:
         if settings.lora:
             model = wrap_lora(model, settings.lora_rank)
         if settings.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
+            checkpoint_activations(model)
         self.model = model
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.params, lr=settings.lr, weight_decay=settings.weight_decay)
+        # fused: one kernel per step, without the foreach path's full-size temporaries
+        self.optimizer = torch.optim.AdamW(self.params, lr=settings.lr, weight_decay=settings.weight_decay, fused=True)
         self.updates = 0
 
     @property
@@ -78,7 +80,8 @@ class TorchTrainer:
         with autocast(self.device.type, self.settings.dtype):
             return token_logprobs(self.model, batch["input_ids"].to(self.device),
                                   batch["attention_mask"].to(self.device),
-                                  chunk=self.settings.logprob_chunk, temperature=self.settings.temperature)
+                                  chunk=self.settings.logprob_chunk, temperature=self.settings.temperature,
+                                  needed=batch["loss_mask"].to(self.device) > 0)  # the loss reads nothing else
 
     @torch.no_grad()
     def old_logprobs(self, chunks: list[list[TrainSequence]]) -> list[torch.Tensor]:

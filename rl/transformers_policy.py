@@ -10,6 +10,7 @@ template is not prefix-stable the session is re-rendered from scratch and the re
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -17,7 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, L
 from transformers.generation.logits_process import TopPLogitsWarper
 
 from rl.model_store import resolve_model
-from rl.policy import ChatSession, Generation, Sampling
+from rl.policy import ChatSession, Generation, PolicyError, Sampling
 from rl.precision import resolve_dtype
 
 _MODEL_CACHE: dict[tuple[str, str, str], tuple[object, object]] = {}
@@ -65,10 +66,10 @@ def load_model(model_dir: Path, device: str, dtype: str, shared: bool = True):
 
 def forget_shared_models() -> None:
     """Drop the per-process shared models (their memory goes once no policy refers to them)."""
-    import gc
+    from rl.memory import release_memory
 
     _MODEL_CACHE.clear()
-    gc.collect()
+    release_memory()
 
 
 def length_buckets(lengths: list[int], padded_token_budget: int) -> list[list[int]]:
@@ -102,6 +103,7 @@ class TransformersPolicy:
         self.name = model
         self.device = device
         self.engine = engine  # 'lean': rl/decode.py with keys/values kept across turns; 'hf': model.generate
+        self.continuous_batching = engine == "lean"  # generate_continuous is available
         self.dtype = resolve_dtype(dtype, device)  # 'auto' -> bf16 where the hardware is fast at it
         self.model, self.tokenizer = load_model(self.model_dir, device, self.dtype, shared)
         if engine == "lean":
@@ -190,6 +192,45 @@ class TransformersPolicy:
             out.append(self._finish_one(session, d.tokens, d.logprobs, seconds))
             session.cache = d.cache
         return out
+
+    def generate_continuous(self, sessions: list[ChatSession], sampling: Sampling,
+                            on_reply: Callable[[int, Generation], bool]) -> None:
+        """Continuous batching (lean engine): sample a reply for every session; the moment session
+        i's reply is complete, on_reply(i, generation) records it, steps the episode and says
+        whether the session has another turn (already appended to it). That turn is prefilled
+        into the same row at the next step while the other rows keep decoding, so no sequence
+        waits for the slowest reply of its turn. A session past the context budget gets a
+        'context_overflow' generation instead of a turn."""
+        from rl.decode import DecodeEngine
+
+        budget = self.max_context_tokens - sampling.max_new_tokens
+
+        def overflow(session: ChatSession) -> Generation:
+            return Generation(text="", finish_reason="context_overflow", prompt_tokens=len(session.token_ids))
+
+        def next_turn(i: int, decoded) -> list[int] | None:
+            session = sessions[i]
+            generation = self._finish_one(session, decoded.tokens, decoded.logprobs, decoded.seconds)
+            while on_reply(i, generation):
+                if len(session.token_ids) <= budget:
+                    return session.token_ids
+                generation = overflow(session)
+            return None
+
+        live = []
+        for i, session in enumerate(sessions):
+            if len(session.token_ids) <= budget:
+                live.append(i)
+            elif on_reply(i, overflow(session)):
+                raise PolicyError("an episode continued after its context overflowed")  # the contract ends it
+        if not live:
+            return
+        engine = DecodeEngine(self.model, self.eos_ids, self.pad_id)
+        engine.run([sessions[i].token_ids for i in live], [sessions[i].cache for i in live], sampling.max_new_tokens,
+                   sampling.temperature, sampling.top_p, sampling.seed,
+                   next_turn=lambda j, decoded: next_turn(live[j], decoded), keep_cache=False)
+        for i in live:
+            sessions[i].cache = None
 
     def _generate_rows(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
         """One left-padded model.generate call over sessions of similar length."""

@@ -31,17 +31,29 @@ def get_policy(cfg: PolicyConfig) -> Policy:
 
                 _POLICIES[key] = OpenAIChatPolicy(model=cfg.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env)
             else:
-                from rl.transformers_policy import TransformersPolicy, forget_shared_models
+                from rl.transformers_policy import TransformersPolicy
 
                 # one local model at a time: the pipeline evaluates policies one after another, and a
                 # group still running keeps its own reference to the policy it started with
-                for stale in [k for k, p in _POLICIES.items() if isinstance(p, BatchingPolicy)]:
-                    del _POLICIES[stale]
-                forget_shared_models()
+                _drop_local_policies()
                 # Concurrent rollout groups (Prefect worker threads) share batched generate calls.
                 _POLICIES[key] = BatchingPolicy(TransformersPolicy(model=cfg.model, device=cfg.device, dtype=cfg.dtype,
                                                                      engine=cfg.engine))
         return _POLICIES[key]
+
+
+def drop_local_policies() -> None:
+    """Free the local models this process holds (a phase that no longer samples from them)."""
+    with _LOCK:
+        _drop_local_policies()
+
+
+def _drop_local_policies() -> None:
+    from rl.transformers_policy import forget_shared_models
+
+    for stale in [k for k, p in _POLICIES.items() if isinstance(p, BatchingPolicy)]:
+        del _POLICIES[stale]
+    forget_shared_models()
 
 
 def get_engine(url: str | None):

@@ -19,16 +19,17 @@ from db.models import Checkpoint
 from envs.dbbench.data import load_split
 from harness_pool.spec import load_harness
 from rl.checkpoints import is_complete, read_meta, save_checkpoint
+from rl.memory import checkpoint_activations, release_memory
 from rl.model_store import resolve_model
 from rl.precision import resolve_dtype
 from rl.sft import SftExample, build_demonstrations, heldout_loss, train_sft
 from tasks import tracking
-from tasks.resources import env_factory, get_engine, get_policy
+from tasks.resources import drop_local_policies, env_factory, get_engine, get_policy
 
 
 def checkpoint_name(cfg: SftConfig) -> str:
     """Same config, same checkpoint: built on first use, reused afterwards."""
-    return f"{cfg.name}-{stable_id('sft', cfg.model_dump_json(exclude={'results_dir'}))[:10]}"
+    return f"{cfg.name}-{stable_id('sft', cfg.model_dump_json(exclude={'results_dir', 'gradient_checkpointing'}))[:10]}"
 
 
 def sft_run_id(cfg: SftConfig) -> str:
@@ -50,6 +51,7 @@ def make_demonstrations(cfg: SftConfig, out_dir: str) -> dict:
         for e in examples:
             fh.write(json.dumps({"bench_task_id": e.bench_task_id, "input_ids": e.input_ids, "loss_mask": e.loss_mask}) + "\n")
     failed = [r.bench_task_id for r in results if not r.verdict.success]
+    drop_local_policies()  # the base model was only needed to replay the scripts
     return {"path": str(path), "n_examples": len(examples), "n_tasks": len(tasks), "failed_replays": failed}
 
 
@@ -65,11 +67,18 @@ def _progress() -> Progress:
 @task(name="train-sft")
 def train_checkpoint(cfg: SftConfig, demos_path: str, run_id: str) -> dict:
     """Fine-tune a fresh copy of the base model; skipped when the checkpoint already exists."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     name = checkpoint_name(cfg)
     if is_complete(name):
         return read_meta(name)
+    try:
+        return _fine_tune(cfg, demos_path, run_id, name)
+    finally:
+        release_memory()  # the model, its gradients and the optimizer state are gone: give the pages back
+
+
+def _fine_tune(cfg: SftConfig, demos_path: str, run_id: str, name: str) -> dict:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     examples = _load_examples(demos_path)
     random.Random(cfg.seed).shuffle(examples)
     n_held = int(len(examples) * cfg.heldout_fraction)
@@ -82,6 +91,10 @@ def train_checkpoint(cfg: SftConfig, demos_path: str, run_id: str) -> dict:
 
         model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=2 * cfg.lora_rank, lora_dropout=0.0,
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
+    if cfg.gradient_checkpointing:
+        checkpoint_activations(model)
+        if cfg.lora:
+            model.enable_input_require_grads()  # frozen embeddings: the recomputed blocks still need an input grad
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     before = heldout_loss(model, held, pad) if held else None
     logger = get_run_logger()
@@ -96,6 +109,8 @@ def train_checkpoint(cfg: SftConfig, demos_path: str, run_id: str) -> dict:
         losses = train_sft(model, train, pad, cfg.steps, cfg.batch_size, cfg.lr, cfg.seed, on_step=on_step,
                            dtype=resolve_dtype(cfg.dtype, cfg.device))
     after = heldout_loss(model, held, pad) if held else None
+    if cfg.gradient_checkpointing:  # the saved model samples with its cache
+        checkpoint_activations(model, False)
     if cfg.lora:
         model = model.merge_and_unload()
     meta = {"name": name, "kind": "sft", "run_id": run_id, "base_model": cfg.base_model, "parent": cfg.base_model,

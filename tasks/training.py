@@ -1,9 +1,9 @@
 """Prefect tasks of the GRPO training flow (flows/train.py).
 
 The policy and its trainer live in this worker process for the whole run (a `TrainHandle` per
-run id): rollouts sample from the same model object the trainer updates in place. Tasks pass
-only ids and small summaries; trajectories go to the database, and the update reads its token
-ids, loss masks and rollout log-probs back from there.
+run id): rollouts sample from the policy the trainer updates (or its bf16 copy, refreshed
+after every update). An update's groups reach it in memory (tasks/rollout_groups.py); the
+database keeps every trajectory as the record and the resume source.
 
 Resume: after every update the trainer state (weights + optimizer) and the count of finished
 updates are written atomically under `state_dir/<run id>/`. Starting the same command again
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 from sqlalchemy import select
-from sqlalchemy.orm import selectinload
 
 from configs.schema import CONFIG_DIR, SftConfig, TrainConfig, load_config
 from db import store
@@ -35,15 +35,15 @@ from db.engine import database_url as default_url
 from db.engine import mask_url, session_scope
 from db.ids import stable_id
 from db.journal import journal_path, restore_steps, save_step
-from db.models import Checkpoint, Evaluation, RolloutGroup, TrainStep, Trajectory
+from db.models import Checkpoint, Evaluation, TrainStep
 from harness_pool.pool_store import resolve_pool
 from harness_pool.spec import HarnessSpec, load_harness
 from rl.checkpoints import checkpoint_path, save_checkpoint
 from rl.data_parallel import launched_world
 from rl.grpo import group_advantages
+from rl.memory import release_memory
 from rl.policy import Sampling
 from rl.precision import resolve_dtype, rollout_copy, sync_weights
-from rl.rescue import first_groups, is_dead, rescue_groups
 from rl.rollout import RolloutSpec, run_rollouts
 from rl.signals import GroupOutcome, step_signals
 from rl.train_batch import sequences_from_turns
@@ -51,11 +51,12 @@ from rl.trainer import TorchTrainer, TrainerSettings
 from tasks import tracking
 from tasks.records import build_group
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine
-from tasks.routing import build_router, paired_records, record_decisions, store_profiles
+from tasks.routing import paired_records, store_profiles
 from tasks.sft import checkpoint_name
 
 _LOCK = threading.Lock()
 TRAIN_ROLES = ("h0", "mixture", "rescue", "h0_rescue")
+RESCUE_ROLES = ("rescue", "h0_rescue")
 
 
 class TrainingError(RuntimeError):
@@ -196,10 +197,8 @@ def drop_handle(run_id: str) -> None:
 def release_handle(run_id: str) -> None:
     """A finished run's policy, trainer and optimizer state leave memory (later phases load
     the registry checkpoint instead)."""
-    import gc
-
     drop_handle(run_id)
-    gc.collect()
+    release_memory()
 
 
 def _load_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
@@ -259,124 +258,61 @@ def register_train_run(cfg: TrainConfig, database_url: str | None, prefect_flow_
     return {"run_id": run_id, "train_task_ids": [t.id for t in train], "val_task_ids": [t.id for t in val]}
 
 
-def _sampling(cfg: TrainConfig, step: int, phase: int) -> Sampling:
+def step_sampling(cfg: TrainConfig, step: int, phase: int) -> Sampling:
+    """The sampling settings of one phase of one update (0: first groups, 1: rescues, 2: re-anchor)."""
     s = cfg.sampling
     return Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=step_seed(cfg.seed, step, phase))
 
 
-def _run_planned(cfg: TrainConfig, policy, planned, step: int, phase: int) -> list[list]:
-    specs = [spec for g in planned for spec in g.specs]
-    if not specs:
-        return []
-    results = run_rollouts(policy, specs, env_factory(cfg.env), _sampling(cfg, step, phase), cfg.env.max_rounds)
-    out, at = [], 0
-    for g in planned:
-        out.append(results[at:at + len(g.specs)])
-        at += len(g.specs)
-    return out
+def group_sequences(groups) -> list:
+    """Training sequences of the groups (objects with .results and .group_id), each rollout's
+    with its group-relative advantage."""
+    seqs = []
+    for group in groups:
+        rewards = torch.tensor([r.verdict.reward for r in group.results], dtype=torch.float32)
+        for result, advantage in zip(group.results, group_advantages(rewards).tolist()):
+            seqs += sequences_from_turns(result.turns, advantage, group.group_id)
+    return seqs
 
 
-def _summary(g, results, gid: str) -> dict:
-    return {"group_id": gid, "bench_task_id": g.bench_task.id, "role": g.role,
-            "harness_ids": [r.harness_id for r in results], "successes": [r.verdict.success for r in results],
-            "rewards": [r.verdict.reward for r in results], "policy_tokens": [r.n_policy_tokens for r in results],
-            "votes": g.votes}
-
-
-@task(name="collect-groups", task_run_name="rollouts-step{step}")
-def collect_groups(cfg: TrainConfig, run_id: str, step: int, bench_task_ids: list[str],
-                   database_url: str | None) -> dict:
-    """K rollouts per task under H0 (or the mixture); dead groups rescued per the mode.
-
-    Every group (dead ones too) is stored; the summary names the groups the update trains on."""
-    handle = get_handle(cfg, run_id)
-    h0, pool, mixture = harness_sets(cfg)
-    the_tasks = [bench_task(cfg.env, i) for i in bench_task_ids]
-    started = time.perf_counter()
-    first = first_groups(cfg.mode, the_tasks, h0, mixture, cfg.k)
-    first_results = _run_planned(cfg, handle.policy, first, step, 0)
-    dead = [g.bench_task for g, res in zip(first, first_results) if is_dead([r.verdict.success for r in res])]
-    router, version = None, None
-    if cfg.mode == "harness_s" and dead:
-        with session_scope(get_engine(database_url)) as session:
-            router, version = build_router(cfg, session, run_id, step)
-    rescue = rescue_groups(cfg.mode, dead, h0, pool, router, cfg.k)
-    rescue_results = _run_planned(cfg, handle.policy, rescue, step, 1)
-    seconds = time.perf_counter() - started
-    label = f"{run_id}@{step}"
-    summaries, train_groups = [], {}
-    with session_scope(get_engine(database_url)) as session:
-        store.delete_step_groups(session, run_id, step, TRAIN_ROLES)  # a redone step leaves no stale rescue group
-        for g, res in [*zip(first, first_results), *zip(rescue, rescue_results)]:
-            group = build_group(run_id=run_id, step=step, bench_task_id=g.bench_task.id, harness_id=g.harness_id,
-                                seed=cfg.seed, role=g.role, checkpoint=label, results=res)
-            store.replace_group(session, group)
-            summaries.append(_summary(g, res, group.id))
-            train_groups[g.bench_task.id] = group.id  # a rescue group comes later and replaces the dead one
-        record_decisions(session, run_id, step, cfg.router.kind, version, [g for g in rescue if g.role == "rescue"])
-    for s in summaries:
-        s["trained"] = train_groups[s["bench_task_id"]] == s["group_id"]
-    return {"groups": summaries, "train_group_ids": list(train_groups.values()),
-            "rollouts_spent": sum(len(s["successes"]) for s in summaries), "seconds_rollout": seconds}
-
-
-def load_sequences(session, group_ids: list[str]) -> tuple[list, list[dict]]:
-    """Training sequences of the given groups with group-relative advantages."""
-    groups = session.scalars(select(RolloutGroup).where(RolloutGroup.id.in_(group_ids))
-                             .options(selectinload(RolloutGroup.trajectories).selectinload(Trajectory.turns))).all()
-    if len(groups) != len(set(group_ids)):
-        raise TrainingError(f"{len(set(group_ids)) - len(groups)} rollout groups are missing from the database")
-    seqs, stats = [], []
-    for group in sorted(groups, key=lambda g: group_ids.index(g.id)):
-        trajs = sorted(group.trajectories, key=lambda t: t.sample_index)
-        adv = group_advantages(torch.tensor([t.reward for t in trajs], dtype=torch.float32)).tolist()
-        for traj, a in zip(trajs, adv):
-            seqs += sequences_from_turns(sorted(traj.turns, key=lambda t: t.index), a, group.id)
-        stats.append({"group_id": group.id, "advantages": adv})
-    return seqs, stats
-
-
-@task(name="update-policy", task_run_name="update-step{step}")
-def update_policy(cfg: TrainConfig, run_id: str, step: int, group_ids: list[str], database_url: str | None) -> dict:
-    """Advantages from the stored rewards, then one GRPO update of the in-process policy."""
+@task(name="update-policy", task_run_name="update-step{step}", cache_policy=NO_CACHE)
+def update_policy(cfg: TrainConfig, run_id: str, step: int, trained: list) -> dict:
+    """Group advantages from the rollouts' rewards, then one GRPO update of the in-process policy."""
     handle = get_handle(cfg, run_id)
     started = time.perf_counter()
-    with session_scope(get_engine(database_url)) as session:
-        seqs, _ = load_sequences(session, group_ids)
+    seqs = group_sequences(trained)
     scoring = time.perf_counter() - started
     stats = handle.trainer.update(seqs)
     synced = time.perf_counter()
     handle.refresh()  # the next rollouts sample from the new weights
     _logger().info("update %d: loss %.4f, mismatch weight mean %.3f, %.1f%% at the cap 2, %.1f%% below 0.5 "
-                          "(%d tokens)", step, stats["loss"], stats["mismatch_mean"], 100 * stats["mismatch_at_cap"],
-                          100 * stats["mismatch_below_half"], stats["mismatch_tokens"])
+                   "(%d tokens)", step, stats["loss"], stats["mismatch_mean"], 100 * stats["mismatch_at_cap"],
+                   100 * stats["mismatch_below_half"], stats["mismatch_tokens"])
     return {**stats, "seconds_scoring": scoring, "seconds_refresh": time.perf_counter() - synced, "sequences": len(seqs)}
 
 
-@task(name="record-step", task_run_name="signals-step{step}")
-def record_step(cfg: TrainConfig, run_id: str, step: int, rollouts: dict, update: dict,
+@task(name="record-step", task_run_name="signals-step{step}", cache_policy=NO_CACHE)
+def record_step(cfg: TrainConfig, run_id: str, step: int, groups, dead: list, update: dict,
                 reanchor: dict | None, database_url: str | None) -> dict:
-    """The step's signals to the database (one row, replaced on re-run) and to W&B."""
-    trained = [g for g in rollouts["groups"] if g["trained"]]
-    outcomes = [GroupOutcome(g["successes"], g["rewards"], g["policy_tokens"], rescued=g["role"] in ("rescue", "h0_rescue"))
-                for g in trained]
-    metrics = step_signals(outcomes, rollouts_spent=rollouts["rollouts_spent"])
-    dead = [g for g in rollouts["groups"] if g["role"] in ("h0", "mixture") and not any(g["successes"])]
+    """The step's signals to the database (one row, replaced on re-run) and to W&B. `groups` is
+    the step's StepGroups (tasks/rollout_groups.py), `dead` its dead first groups."""
+    outcomes = [GroupOutcome(g.successes, g.rewards, [r.n_policy_tokens for r in g.results],
+                             rescued=g.plan.role in RESCUE_ROLES) for g in groups.trained]
+    metrics = step_signals(outcomes, rollouts_spent=groups.rollouts_spent)
     metrics.update({
-        "train/first_group_success": _mean([s for g in rollouts["groups"] if g["role"] in ("h0", "mixture")
-                                            for s in g["successes"]]),
+        "train/first_group_success": _mean(s for g in groups.first.groups for s in g.successes),
         "train/dead_groups": float(len(dead)), "train/loss": update["loss"], "train/clip_fraction": update["clip_fraction"],
         "train/grad_norm": update["grad_norm"], "train/policy_tokens": update["policy_tokens"],
         "train/mismatch_mean": update["mismatch_mean"], "train/mismatch_at_cap": update["mismatch_at_cap"],
         "train/mismatch_below_half": update["mismatch_below_half"],
-        "time/rollout_s": rollouts["seconds_rollout"], "time/scoring_s": update["seconds_scoring"],
+        "time/rollout_s": groups.seconds, "time/scoring_s": update["seconds_scoring"],
         "time/update_s": update["seconds_update"],
         "time/train_tokens_per_s": update["trained_tokens"] / max(update["seconds_forward_backward"], 1e-9)})
     if reanchor:
         metrics.update({f"reanchor/{name}_success": rate for name, rate in reanchor["success"].items()})
     with session_scope(get_engine(database_url)) as session:
         session.merge(TrainStep(id=stable_id("train-step", run_id, step), run_id=run_id, step=step, mode=cfg.mode,
-                                metrics=metrics, details={"groups": rollouts["groups"], "update": update}))
+                                metrics=metrics, details={"groups": groups.summaries(), "update": update}))
     tracking.log_metrics(run_id, cfg.wandb, cfg.model_dump(mode="json"), metrics, step)
     return metrics
 
@@ -456,7 +392,8 @@ def paired_validation(cfg: TrainConfig, run_id: str, step: int, val_task_ids: li
     the_tasks = [bench_task(cfg.env, i) for i in val_task_ids]
     specs = [RolloutSpec(t, h, i) for h in harnesses for t in the_tasks for i in range(cfg.validation.k)]
     with torch.no_grad():
-        results = run_rollouts(handle.policy, specs, env_factory(cfg.env), _sampling(cfg, step, 2), cfg.env.max_rounds)
+        results = run_rollouts(handle.policy, specs, env_factory(cfg.env), step_sampling(cfg, step, 2),
+                              cfg.env.max_rounds)
     success: dict[str, float] = {}
     with session_scope(get_engine(database_url)) as session:
         for h in harnesses:

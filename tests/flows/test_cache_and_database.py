@@ -159,7 +159,7 @@ def test_a_finished_training_run_in_a_new_or_lost_database_is_refilled_from_its_
     new database and on a deleted one: every row comes back from the step files, no rollout runs."""
     from db.models import Checkpoint, ProfileVersion, RouterDecision, TrainStep
     from flows.train import train
-    from tasks import training
+    from tasks import rollout_groups, training
     from tests.flows.test_train_flow import tiny_cfg
 
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
@@ -169,7 +169,8 @@ def test_a_finished_training_run_in_a_new_or_lost_database_is_refilled_from_its_
         rollouts.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(training, "run_rollouts", counting)
+    monkeypatch.setattr(training, "run_rollouts", counting)  # re-anchors
+    monkeypatch.setattr(rollout_groups, "run_rollouts", counting)  # an update's groups
     cfg = tiny_cfg(tmp_path, updates=1, reanchor_every=1, checkpoint_every=1)
 
     def rows(url):

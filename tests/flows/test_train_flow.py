@@ -62,7 +62,7 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
     from rl.sft import demo_replies
     from rl.trainer import TorchTrainer, TrainerSettings
     from rl.transformers_policy import TransformersPolicy
-    from tasks import training
+    from tasks import rollout_groups, training
     from tasks.resources import bench_tasks
 
     url = f"sqlite:///{tmp_path / 'hs.db'}"
@@ -78,24 +78,33 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
     run_id = run["run_id"]
     training._HANDLES[run_id] = training.TrainHandle(policy, trainer)
     try:
-        rollouts = training.collect_groups.fn(cfg, run_id, 0, [task.id], url)
-        first, rescue = rollouts["groups"]
-        assert first["role"] == "h0" and first["successes"] == [False] * 4 and not first["trained"]
-        assert rescue["role"] == "rescue" and rescue["trained"]
-        assert rescue["successes"] == [True, False, True, False]  # schema_rows solves, format_reminder does not
-        assert rollouts["train_group_ids"] == [rescue["group_id"]] and rollouts["rollouts_spent"] == 8
+        first = rollout_groups.sample_first_groups.fn(cfg, run_id, 0, [task.id])
+        dead = rollout_groups.dead_groups(first)
+        assert [g.successes for g in dead] == [[False] * 4]
+        rescue = rollout_groups.sample_rescue_groups.fn(cfg, run_id, 0, dead, url)
+        groups = rollout_groups.record_groups.fn(cfg, run_id, 0, first, rescue, url)
+        first_summary, rescue_summary = groups.summaries()
+        assert first_summary["role"] == "h0" and first_summary["successes"] == [False] * 4 and not first_summary["trained"]
+        assert rescue_summary["role"] == "rescue" and rescue_summary["trained"]
+        assert rescue_summary["successes"] == [True, False, True, False]  # schema_rows solves, format_reminder does not
+        assert [g.group_id for g in groups.trained] == [rescue_summary["group_id"]] and groups.rollouts_spent == 8
+        seqs = training.group_sequences(groups.trained)
+        assert [s.advantage for s in seqs] == [1.0, -1.0, 1.0, -1.0]
         with session_scope(make_engine(url)) as s:
-            _, stats = training.load_sequences(s, rollouts["train_group_ids"])
-            assert stats[0]["advantages"] == [1.0, -1.0, 1.0, -1.0]
             assert s.scalar(select(func.count()).select_from(RolloutGroup)) == 2  # the dead group is kept too
             decision = s.scalars(select(RouterDecision)).one()  # the rescue's routing decision is on record
             rows, fmt = load_harness("schema_rows").id, load_harness("format_reminder").id
             assert (decision.router, decision.purpose, decision.chosen) == ("fixed", "rescue", [rows, fmt, rows, fmt])
+            # the sequences the update got in memory are the stored trajectories' tokens
+            stored = s.scalars(select(RolloutGroup).where(RolloutGroup.id == rescue_summary["group_id"])).one()
+            trajs = sorted(stored.trajectories, key=lambda t: t.sample_index)
+            assert [sum((list(t.context_ids) + list(t.completion_ids) for t in sorted(tr.turns, key=lambda t: t.index)), [])
+                    for tr in trajs] == [q.input_ids for q in seqs]
         before = [p.detach().clone() for p in inner.model.parameters()]
-        update = training.update_policy.fn(cfg, run_id, 0, rollouts["train_group_ids"], url)
+        update = training.update_policy.fn(cfg, run_id, 0, groups.trained)
         assert update["trained_sequences"] == 4 and update["grad_norm"] > 0
         assert any(not torch.equal(a, b) for a, b in zip(before, inner.model.parameters()))
-        signals = training.record_step.fn(cfg, run_id, 0, rollouts, update, None, url)
+        signals = training.record_step.fn(cfg, run_id, 0, groups, dead, update, None, url)
         assert signals["train/valid_group_ratio"] == 1.0 and signals["rollout/rescues_triggered"] == 1.0
         assert signals["rollout/rescue_success"] == 1.0 and signals["rollout/rollouts_spent"] == 8.0
         assert signals["train/first_group_success"] == 0.0 and signals["train/dead_groups"] == 1.0

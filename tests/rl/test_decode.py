@@ -38,7 +38,7 @@ def test_a_wide_nucleus_falls_back_to_the_full_vocabulary_and_greedy_takes_the_a
     assert torch.equal(greedy, flat.argmax(-1))
 
 
-def _episode(policy, sampling_seed: int, keep_cache: bool):
+def _episode(policy, sampling_seed: int, keep_cache: bool, temperature: float = 1.0, top_p: float = 0.95):
     """Three turns of two different conversations (two copies of one, as a group starts), with
     observations appended between turns. Returns the sessions, each turn's generations and
     where each reply starts in its session's token sequence."""
@@ -50,7 +50,7 @@ def _episode(policy, sampling_seed: int, keep_cache: bool):
             for s in sessions:
                 s.cache = None
         starts.append([len(s.token_ids) for s in sessions])
-        generations.append(policy.generate(sessions, Sampling(1.0, 0.95, 12, seed=sampling_seed + turn)))
+        generations.append(policy.generate(sessions, Sampling(temperature, top_p, 12, seed=sampling_seed + turn)))
         for s in sessions:
             policy.extend(s, [{"role": "user", "content": f"Observation {turn}: [(42,)]"}])
     return sessions, generations, starts
@@ -58,16 +58,21 @@ def _episode(policy, sampling_seed: int, keep_cache: bool):
 
 @pytest.mark.slow
 def test_reusing_keys_and_values_across_turns_samples_the_same_tokens(smol_policy):
-    sessions, reused, starts = _episode(smol_policy, 7, keep_cache=True)
+    """Greedy, so that the comparison is exact: a sampled token can flip between two code paths
+    whenever the uniform lands within float rounding of a boundary of the cumulative
+    distribution (seen here: two adjacent tail tokens of probability 1e-6). Sampled episodes
+    are checked against teacher forcing in the next test."""
+    sessions, reused, starts = _episode(smol_policy, 7, keep_cache=True, temperature=0.0)
     # the cache covers everything up to the last reply but its final token (never fed back yet)
     assert [s.cache.length for s in sessions] == [at + len(g.token_ids) - 1 for at, g in zip(starts[-1], reused[-1])]
-    _, fresh, _ = _episode(smol_policy, 7, keep_cache=False)
+    _, fresh, _ = _episode(smol_policy, 7, keep_cache=False, temperature=0.0)
     for turn_a, turn_b in zip(reused, fresh):
         for a, b in zip(turn_a, turn_b):
             assert a.token_ids == b.token_ids
             assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
-    # the two copies of one conversation were sampled independently
-    assert any(turn[0].token_ids != turn[1].token_ids for turn in reused)
+    # sampled, the two copies of one conversation are drawn independently
+    _, sampled, _ = _episode(smol_policy, 7, keep_cache=True)
+    assert any(turn[0].token_ids != turn[1].token_ids for turn in sampled)
 
 
 @pytest.mark.slow
@@ -101,3 +106,69 @@ def test_a_model_the_lean_engine_cannot_run_is_a_one_line_policy_error_naming_th
     tiny = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=32))
     with pytest.raises(PolicyError, match=r"not 'gpt2': set policy.engine \(or trainer.engine\) to 'hf'$"):
         require_supported(tiny)
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_grouped_attention_equals_attention_with_the_key_value_heads_repeated(n):
+    import torch.nn.functional as F
+
+    from rl.decode import grouped_attention
+
+    torch.manual_seed(0)
+    b, hq, hkv, d, s = 3, 6, 2, 8, 11
+    q, k, v = torch.randn(b, hq, n, d), torch.randn(b, hkv, s, d), torch.randn(b, hkv, s, d)
+    slots = torch.tensor([[4], [7], [10]]) + torch.arange(n) - (n - 1)  # each row's own positions
+    mask = torch.arange(s)[None, None, None, :] <= slots[:, None, :, None]
+    expected = F.scaled_dot_product_attention(q, k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1),
+                                              attn_mask=mask, scale=0.3)
+    assert torch.allclose(grouped_attention(q, k, v, mask, 0.3), expected, atol=1e-6)
+
+
+def _observe(policy, session, turn: int, index: int) -> None:
+    """What the environment appends after a reply; session 2 has its context replaced once, as
+    a history window does."""
+    if index == 2 and turn == 1:
+        policy.reset_context(session, [{"role": "user", "content": "Start again: list the tables."}])
+    else:
+        policy.extend(session, [{"role": "user", "content": f"Observation {turn}: [(42,)]"}])
+
+
+def _continuous_episode(policy, sampling: Sampling, turns: int = 3):
+    sessions = [policy.start([{"role": "user", "content": "Count the rows of table orders."}]) for _ in range(2)]
+    sessions.append(policy.start([{"role": "user", "content": "Which tables exist? Answer with SQL."}]))
+    replies: list[list] = [[] for _ in sessions]
+
+    def on_reply(i, generation) -> bool:
+        replies[i].append(generation)
+        if len(replies[i]) == turns:
+            return False
+        _observe(policy, sessions[i], len(replies[i]) - 1, i)
+        return True
+
+    policy.generate_continuous(sessions, sampling, on_reply)
+    return sessions, replies
+
+
+@pytest.mark.slow
+def test_continuous_batching_samples_what_turn_by_turn_generation_samples(smol_policy):
+    """Greedy episodes with different reply lengths (so rows take their next turns at different
+    steps) and one context reset: the same tokens and log-probs as one call per turn."""
+    greedy = Sampling(0.0, 1.0, 12)
+    sessions, replies = _continuous_episode(smol_policy, greedy)
+    by_turn = [smol_policy.start(s.messages[:1]) for s in sessions]
+    by_turn[2] = smol_policy.start([{"role": "user", "content": "Which tables exist? Answer with SQL."}])
+    for turn in range(3):
+        generations = smol_policy.generate(by_turn, greedy)
+        for i, (a, b) in enumerate(zip(generations, (r[turn] for r in replies))):
+            assert a.token_ids == b.token_ids
+            assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
+        if turn < 2:
+            for i, session in enumerate(by_turn):
+                _observe(smol_policy, session, turn, i)
+    assert [s.token_ids for s in sessions] == [s.token_ids for s in by_turn]
+    assert len({len(r.token_ids) for r in replies[0] + replies[2]}) > 1  # rows did finish at different steps
+    # sampled: the same seed gives the same episodes, whatever the batch did meanwhile
+    sampled = Sampling(1.0, 0.95, 12, seed=5)
+    first = [[g.token_ids for g in r] for r in _continuous_episode(smol_policy, sampled)[1]]
+    again = [[g.token_ids for g in r] for r in _continuous_episode(smol_policy, sampled)[1]]
+    assert first == again and first[0] != first[1]

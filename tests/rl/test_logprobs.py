@@ -35,3 +35,22 @@ def test_temperature_scaling_matches_the_sampler():
         expected = torch.log_softmax(logits, -1).gather(2, ids[:, 1:, None]).squeeze(2)
         got = token_logprobs(model, ids, torch.ones_like(ids), chunk=3, temperature=0.7)
     assert torch.allclose(got[:, 1:], expected, atol=1e-5)
+
+
+def test_only_the_needed_positions_are_projected_and_they_equal_the_dense_result():
+    model = _tiny_model()
+    ids = torch.randint(0, 97, (3, 17))
+    attn = torch.ones_like(ids)
+    attn[2, 11:] = 0
+    needed = torch.rand(3, 17) > 0.6
+    needed[:, 0] = True  # position 0 has no context: still 0
+    dense = token_logprobs(model, ids, attn, chunk=4)
+    sparse = token_logprobs(model, ids, attn, chunk=1, needed=needed)
+    keep = needed.clone()
+    keep[:, 0] = False
+    assert torch.allclose(sparse[keep], dense[keep], atol=1e-6)
+    assert torch.all(sparse[~keep] == 0)
+    sparse.sum().backward()
+    assert model.lm_head.weight.grad is not None and model.lm_head.weight.grad.abs().sum() > 0
+    none = token_logprobs(model, ids, attn, needed=torch.zeros_like(needed))
+    assert torch.all(none == 0)

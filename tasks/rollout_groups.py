@@ -1,0 +1,143 @@
+"""Prefect tasks for one update's rollout groups (flows/train.py, Algorithm 1 lines 4-9).
+
+sample_first_groups: K rollouts per task under H0 (spread over the fixed mixture in that mode);
+dead_groups: the groups with no success, which carry no GRPO signal;
+sample_rescue_groups: replacement groups for the dead ones, per training mode;
+record_groups: every group to the database; the groups the update trains on.
+
+Groups go from task to task in memory. The database is the record, and the resume source
+(db/journal.py), but the update does not read its rows back from it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from configs.schema import TrainConfig
+from db import store
+from db.engine import session_scope
+from rl.rescue import PlannedGroup, first_groups, is_dead, rescue_groups
+from rl.rollout import RolloutResult, run_rollouts
+from tasks.records import build_group
+from tasks.resources import bench_task, env_factory, get_engine
+from tasks.routing import build_router, record_decisions
+from tasks.training import TRAIN_ROLES, get_handle, harness_sets, step_sampling
+
+
+class Group:
+    """One task's group in an update: its plan (task, role, harness per rollout), its rollouts
+    and, once stored, its row id. A plain class, not a dataclass, so that Prefect does not walk
+    every token list when the flow hands groups from task to task."""
+
+    def __init__(self, plan: PlannedGroup, results: list[RolloutResult]):
+        self.plan, self.results, self.group_id = plan, results, ""
+
+    @property
+    def bench_task_id(self) -> str:
+        return self.plan.bench_task.id
+
+    @property
+    def successes(self) -> list[bool]:
+        return [r.verdict.success for r in self.results]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [r.verdict.reward for r in self.results]
+
+    def summary(self, trained: bool) -> dict:
+        """What the step's record (train_steps.details, the journal) keeps of the group."""
+        return {"group_id": self.group_id, "bench_task_id": self.bench_task_id, "role": self.plan.role,
+                "harness_ids": [r.harness_id for r in self.results], "successes": self.successes,
+                "rewards": self.rewards, "policy_tokens": [r.n_policy_tokens for r in self.results],
+                "votes": self.plan.votes, "trained": trained}
+
+
+class Sampled:
+    """Groups sampled together, the wall time it took, and the router's profile version (rescue)."""
+
+    def __init__(self, groups: list[Group], seconds: float, router_version: int | None = None):
+        self.groups, self.seconds, self.router_version = groups, seconds, router_version
+
+
+class StepGroups:
+    """An update's groups once stored: the first groups, the rescues, and the ones it trains on
+    (each task's first group, or the rescue group that replaced it)."""
+
+    def __init__(self, first: Sampled, rescue: Sampled):
+        self.first, self.rescue = first, rescue
+        by_task = {g.bench_task_id: g for g in [*first.groups, *rescue.groups]}  # a rescue comes later: it wins
+        self.trained = list(by_task.values())
+
+    @property
+    def rollouts_spent(self) -> int:
+        return sum(len(g.results) for g in [*self.first.groups, *self.rescue.groups])
+
+    @property
+    def seconds(self) -> float:
+        return self.first.seconds + self.rescue.seconds
+
+    def summaries(self) -> list[dict]:
+        trained = {id(g) for g in self.trained}
+        return [g.summary(id(g) in trained) for g in [*self.first.groups, *self.rescue.groups]]
+
+
+def _sample(cfg: TrainConfig, run_id: str, plans: list[PlannedGroup], step: int, phase: int,
+            router_version: int | None = None) -> Sampled:
+    """All planned groups' rollouts in one batch."""
+    started = time.perf_counter()
+    specs = [spec for plan in plans for spec in plan.specs]
+    results = run_rollouts(get_handle(cfg, run_id).policy, specs, env_factory(cfg.env), step_sampling(cfg, step, phase),
+                           cfg.env.max_rounds) if specs else []
+    groups, at = [], 0
+    for plan in plans:
+        groups.append(Group(plan, results[at:at + len(plan.specs)]))
+        at += len(plan.specs)
+    return Sampled(groups, time.perf_counter() - started, router_version)
+
+
+@task(name="first-groups", task_run_name="first-groups-step{step}", cache_policy=NO_CACHE)
+def sample_first_groups(cfg: TrainConfig, run_id: str, step: int, bench_task_ids: list[str]) -> Sampled:
+    """K rollouts per task under H0 (fixed_mixture: spread round robin over the mixture)."""
+    h0, _, mixture = harness_sets(cfg)
+    plans = first_groups(cfg.mode, [bench_task(cfg.env, i) for i in bench_task_ids], h0, mixture, cfg.k)
+    return _sample(cfg, run_id, plans, step, phase=0)
+
+
+def dead_groups(sampled: Sampled) -> list[Group]:
+    """Groups with no success: every advantage is 0, so they teach nothing."""
+    return [g for g in sampled.groups if is_dead(g.successes)]
+
+
+@task(name="rescue-groups", task_run_name="rescue-step{step}", cache_policy=NO_CACHE)
+def sample_rescue_groups(cfg: TrainConfig, run_id: str, step: int, dead: list[Group],
+                         database_url: str | None) -> Sampled:
+    """A replacement group per dead group, by mode: harness_s, the router's top K siblings, one
+    rollout each; h0_rescue, K fresh rollouts under H0; grpo and fixed_mixture, none."""
+    h0, pool, _ = harness_sets(cfg)
+    router, version = None, None
+    if cfg.mode == "harness_s" and dead:
+        with session_scope(get_engine(database_url)) as session:
+            router, version = build_router(cfg, session, run_id, step)
+    plans = rescue_groups(cfg.mode, [g.plan.bench_task for g in dead], h0, pool, router, cfg.k)
+    return _sample(cfg, run_id, plans, step, phase=1, router_version=version)
+
+
+@task(name="record-groups", task_run_name="groups-step{step}", cache_policy=NO_CACHE)
+def record_groups(cfg: TrainConfig, run_id: str, step: int, first: Sampled, rescue: Sampled,
+                  database_url: str | None) -> StepGroups:
+    """Every group (dead ones too) and the router's decisions to the database, replacing what a
+    cut-short earlier attempt at this step left."""
+    label = f"{run_id}@{step}"
+    with session_scope(get_engine(database_url)) as session:
+        store.delete_step_groups(session, run_id, step, TRAIN_ROLES)  # a redone step leaves no stale rescue group
+        for g in [*first.groups, *rescue.groups]:
+            row = build_group(run_id=run_id, step=step, bench_task_id=g.bench_task_id, harness_id=g.plan.harness_id,
+                              seed=cfg.seed, role=g.plan.role, checkpoint=label, results=g.results)
+            store.replace_group(session, row)
+            g.group_id = row.id
+        record_decisions(session, run_id, step, cfg.router.kind, rescue.router_version,
+                         [g.plan for g in rescue.groups if g.plan.role == "rescue"])
+    return StepGroups(first, rescue)
