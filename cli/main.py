@@ -6,17 +6,11 @@ saying how to fix them and exit with status 2; nothing already recorded is touch
 
 from __future__ import annotations
 
-import os
+from cli.environment import apply_defaults
 
-for _key, _value in {
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "TRANSFORMERS_VERBOSITY": "error",
-    "HF_HUB_OFFLINE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-}.items():
-    os.environ.setdefault(_key, _value)
+apply_defaults()  # before Prefect or transformers is imported
 
+import os  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Annotated, Optional  # noqa: E402
@@ -26,6 +20,8 @@ from rich.console import Console  # noqa: E402
 
 from cli import prefect_guard, views  # noqa: E402
 from cli.errors import flow_failed, user_errors  # noqa: E402
+from cli.options import DatabaseUrl, Sets  # noqa: E402
+from cli.preflight import check_launch, eval_preflight, train_preflight  # noqa: E402
 from cli.pool import pool_app  # noqa: E402
 
 prefect_guard.install()  # a temporary Prefect API started by this process dies with it, even on kill -9
@@ -61,7 +57,8 @@ def _benchmark(name: str) -> str:
 
 @db_app.command("upgrade")
 @user_errors
-def db_upgrade(url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None):
+def db_upgrade(url: Annotated[Optional[str], typer.Option(
+        "--database-url", "--url", help="Database URL; default $HS_DATABASE_URL or .hs/hs.db (--url: the old name)")] = None):
     """Create or migrate the trajectory database to the latest schema."""
     from cli.checks import open_database
     from db.engine import mask_url, upgrade
@@ -129,8 +126,8 @@ def eval_cmd(
     routing: Annotated[Optional[str], typer.Option(help="h0 (default) or rank1: each task under the router's top harness")] = None,
     pool: Annotated[Optional[str], typer.Option(help="rank1: sibling harnesses, comma-separated")] = None,
     profiles_run: Annotated[Optional[str], typer.Option("--profiles-run", help="rank1: training run whose profiles to use")] = None,
-    database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
 ):
     """Evaluate a frozen policy under one harness (or Rank-1 routing): Pass@k / Avg@k, every trajectory stored."""
     from configs.schema import EvalConfig, load_config
@@ -141,7 +138,7 @@ def eval_cmd(
                  "checkpoint": checkpoint, "tiers": tiers.split(",") if tiers else None, "routing": routing,
                  "pool": pool.split(",") if pool else None, "profiles_run": profiles_run}
     cfg = load_config(EvalConfig, config, overrides, set_)
-    _preflight(cfg, database_url)
+    eval_preflight(cfg, database_url)
     from flows.evaluate import evaluate
 
     try:
@@ -149,24 +146,6 @@ def eval_cmd(
     except Exception as exc:  # Prefect has logged the traceback; rows already written are kept
         flow_failed("evaluation", exc)
     views.print_metrics(console, cfg, result)
-
-
-def _preflight(cfg, database_url: str | None) -> None:
-    """Fail fast, before Prefect starts, on a broken harness, missing data or unreachable database."""
-    from cli.checks import check_training_split, open_database
-    from envs.dbbench.data import load_split
-    from harness_pool.pool_store import resolve_pool
-    from harness_pool.spec import load_harness
-    from rl.model_store import resolve_model
-
-    load_harness(cfg.harness, cfg.env.benchmark)
-    resolve_pool(cfg.pool, cfg.env.benchmark)
-    if cfg.split == "train":
-        check_training_split(cfg.env.data_dir)
-    load_split(cfg.split, data_dir=cfg.env.data_dir, limit=1)
-    open_database(database_url, write=True)
-    if cfg.policy.backend == "transformers":
-        resolve_model(cfg.policy.model)
 
 
 @app.command("sft")
@@ -177,8 +156,8 @@ def sft_cmd(
     lora: Annotated[Optional[bool], typer.Option("--lora/--full", help="LoRA adapters or all weights")] = None,
     tiers: Annotated[Optional[str], typer.Option(help="Training tiers, e.g. easy,medium")] = None,
     n_tasks: Annotated[Optional[int], typer.Option("--n-tasks", help="First N training tasks")] = None,
-    database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
 ):
     """Warm-start the policy on protocol demonstrations; prints the checkpoint name to evaluate."""
     from cli.checks import check_training_split, open_database
@@ -211,8 +190,8 @@ def train_cmd(
     batch_tasks: Annotated[Optional[int], typer.Option("--batch-tasks", help="Benchmark tasks per update")] = None,
     k: Annotated[Optional[int], typer.Option(help="Rollouts per group")] = None,
     init: Annotated[Optional[str], typer.Option(help="Starting weights (model or checkpoint name); disables warm_start")] = None,
-    database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
 ):
     """Train the policy with GRPO (+ harness rescue); starting the same command again resumes."""
     from configs.schema import TrainConfig, load_config
@@ -224,7 +203,7 @@ def train_cmd(
     from rl.data_parallel import init_process_group, launched_world, serve_worker, stop_workers
 
     rank, world = launched_world()
-    _check_launch(cfg, world)
+    check_launch(cfg, world)
     if world > 1:
         init_process_group(cfg.trainer.device)
     if rank > 0:  # a data-parallel rank: trains its share of each update that rank 0 sends
@@ -232,7 +211,7 @@ def train_cmd(
 
         serve_worker(build_worker_trainer)
         return
-    _train_preflight(cfg, database_url)
+    train_preflight(cfg, database_url)
     from flows.train import train
 
     try:
@@ -244,36 +223,6 @@ def train_cmd(
     views.print_training(console, result)
 
 
-def _check_launch(cfg, world: int) -> None:
-    """A multi-process launch needs the DeepSpeed backend with full weights on every rank."""
-    from configs.schema import ConfigError
-
-    if world > 1 and cfg.trainer.backend != "deepspeed":
-        raise ConfigError(f"launched with WORLD_SIZE={world} but trainer.backend is "
-                                 f"'{cfg.trainer.backend}'; add --set trainer.backend=deepspeed")
-    if world > 1 and cfg.trainer.zero_stage > 2:
-        raise ConfigError("data-parallel training needs trainer.zero_stage 0, 1 or 2 (rank 0 samples "
-                                 "rollouts from full weights); add --set trainer.zero_stage=2")
-
-
-def _train_preflight(cfg, database_url: str | None) -> None:
-    """Fail fast on a broken harness or pool, missing data, database or starting checkpoint."""
-    from cli.checks import check_training_split, open_database
-    from harness_pool.pool_store import resolve_pool
-    from harness_pool.spec import load_harness
-    from rl.model_store import resolve_model
-    from tasks.training import check_recorded_updates, init_checkpoint, train_run_id, warm_start_config
-
-    for name in {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}:
-        load_harness(name, cfg.env.benchmark)
-    resolve_pool(cfg.pool, cfg.env.benchmark)
-    check_training_split(cfg.env.data_dir)
-    url = open_database(database_url, write=True)
-    check_recorded_updates(cfg, train_run_id(cfg), url, restore=False)  # before Prefect or the model starts
-    if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
-        resolve_model(init_checkpoint(cfg))
-
-
 @report_app.callback()
 @user_errors
 def report(ctx: typer.Context,
@@ -281,7 +230,7 @@ def report(ctx: typer.Context,
            baseline: Annotated[Optional[list[str]], typer.Option(
                help="A run to compare with (pipeline or training run, id or name); repeat for several")] = None,
            out: Annotated[Path, typer.Option(help="Folder for report.md and the PNG figures")] = Path("reports/latest"),
-           database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
+           database_url: DatabaseUrl = None):
     """RQ1-RQ6 and the three phenomena as one markdown report with figures: hs report --run ID --baseline RUN --out DIR."""
     if ctx.invoked_subcommand is not None:
         return
@@ -305,7 +254,7 @@ def report(ctx: typer.Context,
 @report_app.command("training")
 @user_errors
 def report_training(run_ids: Annotated[Optional[list[str]], typer.Argument(help="Training run ids; none: list them")] = None,
-                    database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
+                    database_url: DatabaseUrl = None):
     """Training runs side by side: valid groups, effective tokens, rescues, rollouts, H0 validation."""
     from sqlalchemy import select
 
@@ -331,7 +280,7 @@ def traj_list(run: Annotated[Optional[str], typer.Option(help="Run id")] = None,
               task: Annotated[Optional[str], typer.Option(help="Benchmark task id, e.g. dbbench/dev/0003")] = None,
               success: Annotated[Optional[bool], typer.Option("--success/--failed", help="Filter by outcome")] = None,
               limit: Annotated[int, typer.Option(help="Rows")] = 30,
-              database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
+              database_url: DatabaseUrl = None):
     """List trajectories, newest first."""
     from cli.checks import open_database
     from db import store
@@ -347,7 +296,7 @@ def traj_list(run: Annotated[Optional[str], typer.Option(help="Run id")] = None,
 @user_errors
 def traj_show(trajectory_id: str,
               tokens: Annotated[bool, typer.Option(help="Also print token ids with their loss mask")] = False,
-              database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
+              database_url: DatabaseUrl = None):
     """Show one trajectory turn by turn; masked (non-policy) spans are dimmed, policy text is green."""
     from cli.checks import open_database
     from db import store
@@ -364,8 +313,8 @@ def evolve_cmd(
     config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/evolve_dbbench_smol.yaml)")] = None,
     rounds: Annotated[Optional[int], typer.Option(help="Evolution rounds")] = None,
     version: Annotated[Optional[str], typer.Option(help="Pool version name; default: the run id")] = None,
-    database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
 ):
     """Evolve sibling harnesses from H0 (diagnose, edit, validate, select), then freeze the pool;
     starting the same command again skips every finished diagnosis and validation."""
@@ -395,8 +344,8 @@ def pool_report_cmd(
     model: Annotated[Optional[str], typer.Option(help="Policy model or checkpoint name (instead of --warm-start)")] = None,
     n_tasks: Annotated[Optional[int], typer.Option("--n-tasks", help="Training tasks to report on")] = None,
     k: Annotated[Optional[int], typer.Option(help="Rollouts per sibling and task (H0 gets k x siblings)")] = None,
-    database_url: Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value")] = None,
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
 ):
     """Locality (tasks each sibling fixes/breaks vs H0), complementarity (oracle union vs best single
     vs H0 at equal rollouts) and pairwise repair overlap, measured by running the pool."""
@@ -419,7 +368,7 @@ def pool_report_cmd(
 def profiles_show(harness: str = typer.Argument(..., help="Harness name or id prefix"),
                   version: Annotated[Optional[int], typer.Option(help="Profile version (re-anchor step); default newest")] = None,
                   run: Annotated[Optional[str], typer.Option(help="Training run id; default the newest with profiles")] = None,
-                  database_url: Annotated[Optional[str], typer.Option(help="Database URL")] = None):
+                  database_url: DatabaseUrl = None):
     """A sibling's prefer/avoid entries with their evidence, as induced at one re-anchor."""
     from sqlalchemy import select
 

@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 
 from cli.errors import user_errors
+from cli.options import DatabaseUrl, Sets
 
-DatabaseUrl = Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")]
 
 
 @user_errors
@@ -37,14 +37,14 @@ def rollout_cmd(task: str = typer.Option(..., "--task", help="Benchmark task id,
                 model: Annotated[Optional[str], typer.Option(help="Policy: built-in model or checkpoint name")] = None,
                 k: Annotated[int, typer.Option(help="Rollouts")] = 1,
                 database_url: DatabaseUrl = None,
-                set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override an eval field: a.b=value")] = None):
+                set_: Sets = None):
     """Run one benchmark task under one harness, store it, and print each trajectory turn by turn.
     Sampling is seeded, so the same command is answered from the stored result; change k,
     the model or a --set field to sample anew."""
     from sqlalchemy import select
 
     from cli import views
-    from cli.main import _preflight
+    from cli.preflight import eval_preflight
     from configs.schema import ConfigError, EvalConfig, load_config
     from db import store
     from db.engine import database_url as default_url
@@ -58,7 +58,7 @@ def rollout_cmd(task: str = typer.Option(..., "--task", help="Benchmark task id,
     overrides = {"name": f"rollout-{parts[1]}-{parts[2]}", "split": parts[1], "task_ids": [task], "harness": harness,
                  "k": k, "seeds": 1, "policy.model": model, "checkpoint": model}
     cfg = load_config(EvalConfig, None, overrides, set_)
-    _preflight(cfg, database_url)
+    eval_preflight(cfg, database_url)
     from tasks.resources import bench_task
 
     bench_task(cfg.env, task)  # an unknown id fails here, in one line, before Prefect starts

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from cli.errors import flow_failed, user_errors
+from cli.options import DatabaseUrl, Sets
+from cli.preflight import pipeline_preflight
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
-DatabaseUrl = Annotated[Optional[str], typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")]
-Sets = Annotated[Optional[list[str]], typer.Option("--set", help="Override any field: a.b=value (e.g. train.updates=5)")]
 
 
 @user_errors
@@ -35,7 +34,7 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
     from configs.schema import load_config
 
     cfg = load_config(PipelineConfig, path, None, sets)
-    preflight(cfg, database_url)
+    pipeline_preflight(cfg, database_url)
     from flows.harness_s import harness_s
 
     console = Console()
@@ -45,24 +44,6 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
         flow_failed("pipeline", exc, "start the same command again (or `hs rerun FLOW_RUN_ID`) to resume")
     print_results(console, cfg.name, result)
     return result
-
-
-def preflight(cfg, database_url: str | None) -> None:
-    """Fail in one line, before Prefect starts: database, pool version, harnesses, training and dev data."""
-    from cli.checks import check_training_split, open_database
-    from envs.dbbench.data import load_split
-    from harness_pool.pool_store import load_pool, resolve_pool
-    from harness_pool.spec import load_harness
-
-    open_database(database_url, write=True)
-    check_training_split(cfg.train.env.data_dir, missing_ok=True)  # built by the pipeline when missing
-    if cfg.pool_version:
-        load_pool(cfg.pool_version, cfg.train.env.benchmark)
-    elif cfg.evolve is None:
-        resolve_pool(cfg.train.pool, cfg.train.env.benchmark)
-    for harness in [cfg.train.harness, *cfg.evaluate.outside]:
-        load_harness(harness, cfg.train.env.benchmark)
-    load_split(cfg.evaluate.split, data_dir=cfg.train.env.data_dir, limit=1)
 
 
 def print_results(console: Console, name: str, result: dict) -> None:

@@ -21,6 +21,7 @@ from typing import Annotated
 import typer
 
 from cli.errors import user_errors
+from cli.options import DatabaseUrl
 
 STAGES = ("data", "pool", "train", "evaluate", "report")
 OUT = Path(".hs/dvc")
@@ -30,7 +31,7 @@ REPORT_DIR = Path("reports/dvc")
 @user_errors
 def stage_cmd(name: str = typer.Argument(..., help=f"One of: {', '.join(STAGES)}"),
               params: Annotated[Path, typer.Option(help="Pipeline config (a PipelineConfig YAML)")] = Path("params.yaml"),
-              database_url: Annotated[str | None, typer.Option(help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")] = None):
+              database_url: DatabaseUrl = None):
     """Run one pipeline phase as a DVC stage (`dvc repro` calls these; see dvc.yaml)."""
     from configs.pipeline import PipelineConfig
     from configs.schema import ConfigError, load_config

@@ -20,9 +20,17 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import EvalConfig
+from flows.hooks import mark_failed_on_failure
 from flows.ownership import claim_run
-from tasks.evaluation import (mark_run_failed, record_group, register_run, result_storage, rollout_group,
-                              score_evaluation, task_runner)
+from tasks.evaluation import (
+    record_group,
+    register_run,
+    result_storage,
+    rollout_group,
+    run_id_for,
+    score_evaluation,
+    task_runner,
+)
 
 
 def _progress() -> Progress:
@@ -31,13 +39,7 @@ def _progress() -> Progress:
                     TimeElapsedColumn(), TimeRemainingColumn())
 
 
-def _mark_failed(flow, flow_run, state) -> None:
-    """A failed flow run leaves its run row marked 'failed' (rows already written stay)."""
-    params = flow_run.parameters or {}
-    mark_run_failed(EvalConfig.model_validate(params["config"]), params.get("database_url"))
-
-
-@flow(name="evaluate", flow_run_name="eval-{config.name}-{config.split}", on_failure=[_mark_failed])
+@flow(name="evaluate", flow_run_name="eval-{config.name}-{config.split}", on_failure=[mark_failed_on_failure(EvalConfig, run_id_for)])
 def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()

@@ -29,18 +29,23 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from configs.schema import EvolveConfig
+from flows.hooks import mark_failed_on_failure
 from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
 from harness_pool.selection import greedy_cover
 from tasks.evaluation import result_storage
-from tasks.evolution import (freeze, judge, mark_evolution_failed, propose_children, record_candidates,
-                             record_harness_run, record_rejected, register_evolution, run_harness)
+from tasks.evolution import (
+    evolve_run_id,
+    freeze,
+    judge,
+    propose_children,
+    record_candidates,
+    record_harness_run,
+    record_rejected,
+    register_evolution,
+    run_harness,
+)
 from tasks.training import warm_start_config
-
-
-def _mark_failed(flow, flow_run, state) -> None:
-    params = flow_run.parameters or {}
-    mark_evolution_failed(EvolveConfig.model_validate(params["config"]), params.get("database_url"))
 
 
 def run_harnesses(cfg: EvolveConfig, jobs: list[tuple], run_id: str, database_url: str | None, bar, bar_id) -> list[dict]:
@@ -59,7 +64,7 @@ def run_harnesses(cfg: EvolveConfig, jobs: list[tuple], run_id: str, database_ur
     return out
 
 
-@flow(name="evolve", flow_run_name="evolve-{config.name}", on_failure=[_mark_failed])
+@flow(name="evolve", flow_run_name="evolve-{config.name}", on_failure=[mark_failed_on_failure(EvolveConfig, evolve_run_id)])
 def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()

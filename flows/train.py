@@ -26,23 +26,32 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import TrainConfig
+from flows.hooks import mark_failed_on_failure
 from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
 from tasks.rollout_groups import dead_groups, record_groups, sample_first_groups, sample_rescue_groups
-from tasks.training import (batch_for_step, check_recorded_updates, completed_updates, finish_train_run,
-                            init_checkpoint, mark_train_failed, paired_validation, record_step, register_train_run,
-                            release_handle, rl_checkpoint_name, save_progress, update_policy, warm_start_config)
+from tasks.training import (
+    batch_for_step,
+    check_recorded_updates,
+    completed_updates,
+    finish_train_run,
+    init_checkpoint,
+    paired_validation,
+    record_step,
+    register_train_run,
+    release_handle,
+    rl_checkpoint_name,
+    save_progress,
+    train_run_id,
+    update_policy,
+    warm_start_config,
+)
 
 
 def _progress() -> Progress:
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("valid groups {task.fields[valid]:.2f} rescue ok {task.fields[rescue]:.2f}"),
                     TimeElapsedColumn(), TimeRemainingColumn())
-
-
-def _mark_failed(flow, flow_run, state) -> None:
-    params = flow_run.parameters or {}
-    mark_train_failed(TrainConfig.model_validate(params["config"]), params.get("database_url"))
 
 
 @flow(name="reanchor", flow_run_name="reanchor-step{step}")
@@ -54,7 +63,7 @@ def reanchor(config: TrainConfig, run_id: str, step: int, val_task_ids: list[str
     return result
 
 
-@flow(name="train", flow_run_name="train-{config.name}-{config.mode}", on_failure=[_mark_failed])
+@flow(name="train", flow_run_name="train-{config.name}-{config.mode}", on_failure=[mark_failed_on_failure(TrainConfig, train_run_id)])
 def train(config: TrainConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()

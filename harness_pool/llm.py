@@ -25,6 +25,8 @@ import threading
 import anthropic
 import openai
 
+from harness_pool.api_errors import explain
+
 log = logging.getLogger(__name__)
 
 PLACEHOLDER_KEY = "EMPTY"
@@ -34,11 +36,6 @@ ANTHROPIC_DEFAULT_URL = "https://api.anthropic.com"
 
 class LlmError(RuntimeError):
     """A chat request that cannot succeed as configured; the one-line message says how to fix it."""
-
-
-def _one_line(text: object, limit: int = 300) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def _api_key(api_key_env: str, custom_url: bool, what: str) -> tuple[str, bool]:
@@ -78,21 +75,8 @@ class ChatClient:
 
     def _error(self, err: Exception, key_env: str, placeholder: bool, sdk) -> LlmError:
         """One-line LlmError for an exception of the `openai` or `anthropic` package (`sdk`)."""
-        where = f"{self.base_url} for model {self.model}"
-        if isinstance(err, sdk.APITimeoutError):
-            return LlmError(f"timed out after {self.timeout:g}s waiting for {where}: check the server is up "
-                            "and not overloaded, or raise the timeout")
-        if isinstance(err, sdk.APIConnectionError):
-            return LlmError(f"cannot reach {where}: start the server or fix the base URL")
-        if isinstance(err, (sdk.AuthenticationError, sdk.PermissionDeniedError)):
-            state = "unset, so the placeholder key was sent" if placeholder else "set but rejected"
-            return LlmError(f"{err.status_code} from {where} (${key_env} is {state}): set a valid key in ${key_env}")
-        if isinstance(err, sdk.NotFoundError):
-            return LlmError(f"404 from {where} ({_one_line(err.message)}): check the model name and that the "
-                            "base URL points at the API root")
-        if isinstance(err, sdk.APIStatusError):
-            return LlmError(f"HTTP {err.status_code} from {where}: {_one_line(err.message)}")
-        return LlmError(f"request to {where} failed: {_one_line(err)}")
+        return LlmError(explain(err, sdk, base_url=self.base_url, model=self.model, timeout=self.timeout,
+                                key_env=key_env, placeholder=placeholder))
 
 
 class OpenAIChat(ChatClient):

@@ -6,9 +6,10 @@ Sampling cost on CPU and GPU grows far slower than batch size (DESIGN.md: 1 sequ
 queue their sessions; whichever caller finds the model idle becomes the leader, waits a few
 milliseconds for others to join, and runs one batched call for every compatible request.
 
-Trade-off: with more than one group in flight, a group's samples depend on which other groups
-shared its batch, so per-group seeds no longer reproduce exact texts (with one group in flight
-they do).
+Seeds: with the lean engine each request keeps its own sampling streams (its seed, and each
+session's place in the request), so a group draws the same uniforms whichever groups share its
+batch. Its texts can still differ in rare tokens, because a row's logits change by rounding
+with the batch's shape. Backends without streams sample a merged batch from the leader's seed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class BatchingPolicy:
     """Wraps a Policy so that generate calls from several threads are merged into one."""
 
     continuous_batching = False  # merged per turn; the wrapped policy's continuous mode would bypass the merge
+    takes_streams = False  # its generate merges requests itself
 
     def __init__(self, inner: Policy, window_s: float = 0.02, max_sessions: int = 64):
         self.inner = inner
@@ -100,9 +102,13 @@ class BatchingPolicy:
 
     def _run(self, batch: list[_Request]) -> None:
         sessions = [s for req in batch for s in req.sessions]
+        extra = {}
+        if getattr(self.inner, "takes_streams", False):  # each request draws as if it ran alone
+            extra["streams"] = [None if req.sampling.seed is None else (req.sampling.seed, j)
+                                for req in batch for j in range(len(req.sessions))]
         try:
             with self._text_lock:
-                outputs = self.inner.generate(sessions, batch[0].sampling)
+                outputs = self.inner.generate(sessions, batch[0].sampling, **extra)
         except BaseException as exc:  # every waiting caller sees the failure, not a hang
             for req in batch:
                 req.error, req.done = exc, True

@@ -192,14 +192,16 @@ class DecodeEngine:
 
     # -- one batched call ------------------------------------------------------------------
     def generate(self, sequences: list[list[int]], caches: list[KVCache | None], max_new_tokens: int,
-                 temperature: float, top_p: float, seed: int | None, keep_cache: bool = True) -> list[Decoded]:
+                 temperature: float, top_p: float, seed: int | None, keep_cache: bool = True,
+                 streams: list[tuple[int, int] | None] | None = None) -> list[Decoded]:
         """Sample up to `max_new_tokens` after each sequence (stopping at an end-of-turn id)."""
-        return self.run(sequences, caches, max_new_tokens, temperature, top_p, seed, keep_cache=keep_cache)
+        return self.run(sequences, caches, max_new_tokens, temperature, top_p, seed, keep_cache=keep_cache,
+                        streams=streams)
 
     @torch.inference_mode()
     def run(self, sequences: list[list[int]], caches: list[KVCache | None], max_new_tokens: int,
-            temperature: float, top_p: float, seed: int | None, next_turn=None, keep_cache: bool = True
-            ) -> list[Decoded]:
+            temperature: float, top_p: float, seed: int | None, next_turn=None, keep_cache: bool = True,
+            streams: list[tuple[int, int] | None] | None = None) -> list[Decoded]:
         """Sample a reply after each sequence; with `next_turn`, keep going (continuous batching).
 
         next_turn(i, decoded) is called the moment sequence i's reply is complete. It returns
@@ -207,9 +209,13 @@ class DecodeEngine:
         new context) to sample another reply after it in the same row, or None when sequence i
         is finished; the row's keys/values stay in place between its turns. A row's draws come
         from its own stream, seeded by (seed, i, turn), so a sample does not depend on which
-        other rows share the batch. Returns each sequence's last reply (with its cache when
-        `keep_cache`)."""
-        batch = _Batch(self, max_new_tokens, seed)
+        other rows share the batch. `streams` names each sequence's stream as (seed, index)
+        instead (None: unseeded), so that requests merged into one call (rl/batching.py) draw
+        what they would have drawn alone. Returns each sequence's last reply (with its cache
+        when `keep_cache`)."""
+        if streams is None:
+            streams = [None if seed is None else (seed, i) for i in range(len(sequences))]
+        batch = _Batch(self, max_new_tokens, streams)
         batch.admit_all(sequences, caches)
         results: list[Decoded | None] = [None] * len(sequences)
         while batch.live():
@@ -258,8 +264,8 @@ class _Batch:
     token is fed next) or DONE (it rides along until the next compaction). Each step feeds every
     DECODE row one token in one forward over the whole buffer, then prefills the PREFILL rows."""
 
-    def __init__(self, engine: DecodeEngine, max_new_tokens: int, seed: int | None):
-        self.engine, self.max_new, self.seed = engine, max_new_tokens, seed
+    def __init__(self, engine: DecodeEngine, max_new_tokens: int, streams: list[tuple[int, int] | None]):
+        self.engine, self.max_new, self.streams = engine, max_new_tokens, streams
         param = next(engine.model.parameters())
         self.device, self.dtype = param.device, param.dtype
         self.kv: torch.Tensor | None = None
@@ -354,9 +360,9 @@ class _Batch:
         """Each row's next uniform from its own stream for this turn."""
         for row in rows:
             if self.draws[row] is None:
-                generator = None
-                if self.seed is not None:
-                    generator = torch.Generator().manual_seed(_stream_seed(self.seed, self.who[row], self.turn[row]))
+                generator, stream = None, self.streams[self.who[row]]
+                if stream is not None:
+                    generator = torch.Generator().manual_seed(_stream_seed(*stream, self.turn[row]))
                 self.draws[row] = torch.rand(self.max_new, generator=generator).tolist()
         return torch.tensor([self.draws[row][len(self.reply_tokens[row])] for row in rows], device=self.device)
 

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 import openai
 
-from rl.policy import ChatSession, Generation, PolicyError, Sampling
+from harness_pool.api_errors import Fixes, explain, server_message
+from rl.policy import ChatSession, Generation, PolicyError, Sampling, start_session
 
 PLACEHOLDER_KEY = "EMPTY"
 _CONTEXT_MARKERS = ("context length", "context_length", "context window", "maximum context", "too many tokens")
@@ -45,22 +46,6 @@ _CONTEXT_MARKERS = ("context length", "context_length", "context window", "maxim
 def render_messages(messages: list[dict[str, str]]) -> str:
     """Plain-text rendering of chat messages: one `role: content` block per message."""
     return "".join(f"{m.get('role', '')}: {m.get('content') or ''}\n" for m in messages)
-
-
-def _one_line(text: object, limit: int = 300) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def _server_message(err: openai.APIStatusError) -> str:
-    body = err.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return _one_line(inner["message"])
-        if isinstance(body.get("message"), str):
-            return _one_line(body["message"])
-    return _one_line(err.message)
 
 
 @dataclass
@@ -94,10 +79,7 @@ class OpenAIChatPolicy:
 
     # -- sessions ------------------------------------------------------------------------
     def start(self, messages: list[dict[str, str]]) -> ChatSession:
-        session = ChatSession(messages=[])
-        self.reset_context(session, messages)
-        session.context_resets = 0
-        return session
+        return start_session(self, messages)
 
     def reset_context(self, session: ChatSession, messages: list[dict[str, str]]) -> None:
         text = render_messages(messages)
@@ -144,7 +126,7 @@ class OpenAIChatPolicy:
                     **params, **({"logprobs": True} if ask_logprobs else {}))
                 break
             except openai.BadRequestError as err:
-                message = _server_message(err)
+                message = server_message(err)
                 if ask_logprobs and "logprob" in message.lower():
                     with self._lock:
                         self._ask_logprobs = False
@@ -173,20 +155,8 @@ class OpenAIChatPolicy:
 
     # -- errors --------------------------------------------------------------------------
     def _policy_error(self, err: openai.OpenAIError) -> PolicyError:
-        where = f"{self.base_url} for model {self.model}"
-        if isinstance(err, openai.APITimeoutError):
-            return PolicyError(f"timed out after {self.timeout:g}s waiting for {where}: "
-                               "check the server is up and not overloaded, or raise policy.timeout")
-        if isinstance(err, openai.APIConnectionError):
-            return PolicyError(f"cannot reach {where}: start the server or set policy.base_url")
-        if isinstance(err, (openai.AuthenticationError, openai.PermissionDeniedError)):
-            state = "unset, so the placeholder key was sent" if self.key_is_placeholder else "set but rejected"
-            return PolicyError(f"{err.status_code} from {where} (${self.api_key_env} is {state}): "
-                               f"set the API key in ${self.api_key_env}")
-        if isinstance(err, openai.NotFoundError):
-            return PolicyError(f"404 from {where} ({_server_message(err)}): set policy.model to a model "
-                               f"the server lists at {self.base_url.rstrip('/')}/models and check that "
-                               "policy.base_url ends with /v1")
-        if isinstance(err, openai.APIStatusError):
-            return PolicyError(f"HTTP {err.status_code} from {where}: {_server_message(err)}")
-        return PolicyError(f"request to {where} failed: {_one_line(err)}")
+        fixes = Fixes(timeout="raise policy.timeout", unreachable="start the server or set policy.base_url",
+                      not_found=f"set policy.model to a model the server lists at {self.base_url.rstrip('/')}/models "
+                                "and check that policy.base_url ends with /v1")
+        return PolicyError(explain(err, openai, base_url=self.base_url, model=self.model, timeout=self.timeout,
+                                   key_env=self.api_key_env, placeholder=self.key_is_placeholder, fixes=fixes))

@@ -73,6 +73,15 @@ class ChatSession:
         return ids, text
 
 
+def start_session(policy, messages: list[dict[str, str]]) -> ChatSession:
+    """A new session of `policy` whose pending context is the rendered prompt of `messages`
+    (built by the policy's reset_context; a start does not count as a context reset)."""
+    session = ChatSession(messages=[])
+    policy.reset_context(session, messages)
+    session.context_resets = 0
+    return session
+
+
 class PolicyError(RuntimeError):
     """A policy that cannot be loaded or reached; the message says how to fix it."""
 

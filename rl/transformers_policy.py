@@ -18,7 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, L
 from transformers.generation.logits_process import TopPLogitsWarper
 
 from rl.model_store import resolve_model
-from rl.policy import ChatSession, Generation, PolicyError, Sampling
+from rl.policy import ChatSession, Generation, PolicyError, Sampling, start_session
 from rl.precision import resolve_dtype
 
 _MODEL_CACHE: dict[tuple[str, str, str], tuple[object, object]] = {}
@@ -104,6 +104,7 @@ class TransformersPolicy:
         self.device = device
         self.engine = engine  # 'lean': rl/decode.py with keys/values kept across turns; 'hf': model.generate
         self.continuous_batching = engine == "lean"  # generate_continuous is available
+        self.takes_streams = engine == "lean"  # generate(..., streams=): merged requests keep their own draws
         self.dtype = resolve_dtype(dtype, device)  # 'auto' -> bf16 where the hardware is fast at it
         self.model, self.tokenizer = load_model(self.model_dir, device, self.dtype, shared)
         if engine == "lean":
@@ -132,10 +133,7 @@ class TransformersPolicy:
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special, clean_up_tokenization_spaces=False)
 
     def start(self, messages: list[dict[str, str]]) -> ChatSession:
-        session = ChatSession(messages=[])
-        self.reset_context(session, messages)
-        session.context_resets = 0
-        return session
+        return start_session(self, messages)
 
     def reset_context(self, session: ChatSession, messages: list[dict[str, str]]) -> None:
         text = self._render(messages, generation_prompt=True)
@@ -163,13 +161,19 @@ class TransformersPolicy:
 
     # -- sampling --------------------------------------------------------------------------
     @torch.inference_mode()
-    def generate(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
+    def generate(self, sessions: list[ChatSession], sampling: Sampling,
+                 streams: list[tuple[int, int] | None] | None = None) -> list[Generation]:
+        """`streams` (lean engine): each session's sampling stream as (seed, index); by default
+        (sampling.seed, position in this call)."""
         budget = self.max_context_tokens - sampling.max_new_tokens
         results = [Generation(text="", finish_reason="context_overflow", prompt_tokens=len(s.token_ids))
                    for s in sessions]
         live = [i for i, s in enumerate(sessions) if len(s.token_ids) <= budget]
         if self.engine == "lean" and live:
-            for i, gen in zip(live, self._generate_lean([sessions[i] for i in live], sampling)):
+            if streams is None:
+                streams = [None if sampling.seed is None else (sampling.seed, i) for i in range(len(sessions))]
+            for i, gen in zip(live, self._generate_lean([sessions[i] for i in live], sampling,
+                                                        [streams[i] for i in live])):
                 results[i] = gen
             return results
         for chunk in length_buckets([len(sessions[i].token_ids) for i in live], self.padded_token_budget):
@@ -178,14 +182,16 @@ class TransformersPolicy:
                 results[i] = gen
         return results
 
-    def _generate_lean(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
+    def _generate_lean(self, sessions: list[ChatSession], sampling: Sampling,
+                       streams: list[tuple[int, int] | None]) -> list[Generation]:
         """One rl/decode.py call: each session's cached keys/values reused, the new ones kept."""
         from rl.decode import DecodeEngine
 
         start = time.perf_counter()
         engine = DecodeEngine(self.model, self.eos_ids, self.pad_id)  # cheap: holds references only
         decoded = engine.generate([s.token_ids for s in sessions], [s.cache for s in sessions],
-                                  sampling.max_new_tokens, sampling.temperature, sampling.top_p, sampling.seed)
+                                  sampling.max_new_tokens, sampling.temperature, sampling.top_p, sampling.seed,
+                                  streams=streams)
         seconds = time.perf_counter() - start
         out = []
         for session, d in zip(sessions, decoded):

@@ -167,15 +167,6 @@ def task_runner(runner: RunnerConfig, max_workers: int):
     return ThreadPoolTaskRunner(max_workers=max_workers)
 
 
-def mark_run_failed(cfg: EvalConfig, database_url: str | None) -> None:
-    """Plain function (not a Prefect task): called from the flow's failure hook."""
-    with session_scope(get_engine(database_url)) as session:
-        try:
-            store.finish_run(session, run_id_for(cfg), "failed")
-        except LookupError:  # failed before the run was registered: nothing to mark
-            pass
-
-
 def _group_seed(seed: int, bench_task_id: str) -> int:
     return int(stable_id(seed, bench_task_id)[:8], 16)
 

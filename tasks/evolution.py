@@ -262,11 +262,3 @@ def freeze(cfg: EvolveConfig, run_id: str, h0: dict, siblings: list[dict], datab
                          cfg.rounds + 1)
     return {"version": version, "path": str(folder), "pool_id": manifest.pool_id, "size": len(manifest.members),
             "dvc_tag": tag}
-
-
-def mark_evolution_failed(cfg: EvolveConfig, database_url: str | None) -> None:
-    with session_scope(get_engine(database_url)) as session:
-        try:
-            store.finish_run(session, evolve_run_id(cfg), "failed")
-        except LookupError:
-            pass

@@ -426,12 +426,3 @@ def finish_train_run(cfg: TrainConfig, run_id: str, final_reanchor: dict, databa
         history = [{"step": r.step, **r.metrics} for r in rows]
     tracking.finish(run_id)
     return {"run_id": run_id, "history": history}
-
-
-def mark_train_failed(cfg: TrainConfig, database_url: str | None) -> None:
-    """Plain function for the flow's failure hook."""
-    with session_scope(get_engine(database_url)) as session:
-        try:
-            store.finish_run(session, train_run_id(cfg), "failed")
-        except LookupError:
-            pass

@@ -11,14 +11,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from cli.environment import apply_defaults
+
 REPO = Path(__file__).resolve().parents[1]
-os.environ.setdefault("HS_DATA_DIR", str((REPO.parent / "shared" / "data").resolve()))
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("WANDB_MODE", "disabled")
+apply_defaults({"HS_DATA_DIR": str((REPO.parent / "shared" / "data").resolve()), "WANDB_MODE": "disabled"})
 
 
 @pytest.fixture(scope="session")

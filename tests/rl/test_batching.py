@@ -91,3 +91,26 @@ def test_a_failing_model_call_reaches_every_caller_without_hanging():
     assert out == {} and errors == ["model exploded"] * 3
     with pytest.raises(RuntimeError):
         policy.generate([policy.start([{"role": "user", "content": "x"}])], Sampling())
+
+
+class StreamEcho(SlowEcho):
+    """SlowEcho that takes sampling streams, as the lean transformers backend does."""
+
+    takes_streams = True
+
+    def generate(self, sessions, sampling, streams=None):
+        self.streams = streams
+        return super().generate(sessions, sampling)
+
+
+def test_merged_requests_keep_their_own_seeds_as_streams():
+    inner = StreamEcho()
+    policy = BatchingPolicy(inner, window_s=0.3)
+    sessions = {t: [policy.start([{"role": "user", "content": f"{t}-{i}"}]) for i in range(2)] for t in (1, 2)}
+    threads = [threading.Thread(target=policy.generate, args=(sessions[t], Sampling(seed=100 + t))) for t in (1, 2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=10)
+    assert inner.batches == [4]  # one merged call
+    assert sorted(inner.streams) == [(101, 0), (101, 1), (102, 0), (102, 1)]  # each request's seed, its own indices

@@ -172,3 +172,23 @@ def test_continuous_batching_samples_what_turn_by_turn_generation_samples(smol_p
     first = [[g.token_ids for g in r] for r in _continuous_episode(smol_policy, sampled)[1]]
     again = [[g.token_ids for g in r] for r in _continuous_episode(smol_policy, sampled)[1]]
     assert first == again and first[0] != first[1]
+
+
+def test_a_sequence_draws_from_its_own_stream_whatever_shares_its_batch():
+    """Requests merged into one call (rl/batching.py) name their streams: each draws what it
+    would draw alone. A tiny random Llama, whose flat logits leave no near-ties to rounding."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rl.decode import DecodeEngine
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2)).eval()
+    engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
+    a, b = [5, 9, 12, 7], [3, 3, 8]
+    alone_a = engine.generate([a], [None], 10, 1.0, 1.0, seed=5)[0].tokens
+    alone_b = engine.generate([b], [None], 10, 1.0, 1.0, seed=None, streams=[(9, 1)])[0].tokens
+    merged = engine.generate([b, a], [None, None], 10, 1.0, 1.0, seed=None, streams=[(9, 1), (5, 0)])
+    assert [merged[1].tokens, merged[0].tokens] == [alone_a, alone_b]
+    other = engine.generate([a], [None], 10, 1.0, 1.0, seed=6)[0].tokens
+    assert other != alone_a  # the seed does decide the draws

@@ -1,0 +1,71 @@
+"""Checks a command runs before Prefect or a model starts: a broken harness or pool, missing
+data, an unreachable database or model, a launch that cannot work. Each failure is one line
+saying how to fix it (cli/errors.py turns it into exit status 2)."""
+
+from __future__ import annotations
+
+
+def eval_preflight(cfg, database_url: str | None) -> None:
+    """Fail fast, before Prefect starts, on a broken harness, missing data or unreachable database."""
+    from cli.checks import check_training_split, open_database
+    from envs.dbbench.data import load_split
+    from harness_pool.pool_store import resolve_pool
+    from harness_pool.spec import load_harness
+    from rl.model_store import resolve_model
+
+    load_harness(cfg.harness, cfg.env.benchmark)
+    resolve_pool(cfg.pool, cfg.env.benchmark)
+    if cfg.split == "train":
+        check_training_split(cfg.env.data_dir)
+    load_split(cfg.split, data_dir=cfg.env.data_dir, limit=1)
+    open_database(database_url, write=True)
+    if cfg.policy.backend == "transformers":
+        resolve_model(cfg.policy.model)
+
+
+def check_launch(cfg, world: int) -> None:
+    """A multi-process launch needs the DeepSpeed backend with full weights on every rank."""
+    from configs.schema import ConfigError
+
+    if world > 1 and cfg.trainer.backend != "deepspeed":
+        raise ConfigError(f"launched with WORLD_SIZE={world} but trainer.backend is "
+                                 f"'{cfg.trainer.backend}'; add --set trainer.backend=deepspeed")
+    if world > 1 and cfg.trainer.zero_stage > 2:
+        raise ConfigError("data-parallel training needs trainer.zero_stage 0, 1 or 2 (rank 0 samples "
+                                 "rollouts from full weights); add --set trainer.zero_stage=2")
+
+
+def train_preflight(cfg, database_url: str | None) -> None:
+    """Fail fast on a broken harness or pool, missing data, database or starting checkpoint."""
+    from cli.checks import check_training_split, open_database
+    from harness_pool.pool_store import resolve_pool
+    from harness_pool.spec import load_harness
+    from rl.model_store import resolve_model
+    from tasks.training import check_recorded_updates, init_checkpoint, train_run_id, warm_start_config
+
+    for name in {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}:
+        load_harness(name, cfg.env.benchmark)
+    resolve_pool(cfg.pool, cfg.env.benchmark)
+    check_training_split(cfg.env.data_dir)
+    url = open_database(database_url, write=True)
+    check_recorded_updates(cfg, train_run_id(cfg), url, restore=False)  # before Prefect or the model starts
+    if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
+        resolve_model(init_checkpoint(cfg))
+
+
+def pipeline_preflight(cfg, database_url: str | None) -> None:
+    """Fail in one line, before Prefect starts: database, pool version, harnesses, training and dev data."""
+    from cli.checks import check_training_split, open_database
+    from envs.dbbench.data import load_split
+    from harness_pool.pool_store import load_pool, resolve_pool
+    from harness_pool.spec import load_harness
+
+    open_database(database_url, write=True)
+    check_training_split(cfg.train.env.data_dir, missing_ok=True)  # built by the pipeline when missing
+    if cfg.pool_version:
+        load_pool(cfg.pool_version, cfg.train.env.benchmark)
+    elif cfg.evolve is None:
+        resolve_pool(cfg.train.pool, cfg.train.env.benchmark)
+    for harness in [cfg.train.harness, *cfg.evaluate.outside]:
+        load_harness(harness, cfg.train.env.benchmark)
+    load_split(cfg.evaluate.split, data_dir=cfg.train.env.data_dir, limit=1)
