@@ -47,23 +47,13 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
 
 
 def print_results(console: Console, name: str, result: dict) -> None:
-    k = result["k"]
-    table = Table(title=f"{name}: policy {result['checkpoint']} · pool {result['pool_version'] or '(config)'}")
-    for col in ("evaluation", "harness", "tasks", f"Pass@{k} (%)", f"Avg@{k} (%)"):
+    from analysis import pipeline_results as shown
+
+    table = Table(title=shown.title(name, result))
+    for col in shown.columns(result):
         table.add_column(col, justify="left" if col in ("evaluation", "harness") else "right")
-    for label, e in result["evaluations"].items():
-        table.add_row(label, "rank-1 router" if label == "rank1" else str(e["harness"]), str(e["n_tasks"]),
-                      _pm(e["pass"]), _pm(e["avg"]))
+    for row in shown.rows(result):
+        table.add_row(*row)
     console.print(table)
-    t = result["training"]
-    rescue = "-" if t["rescue_success"] is None else f"{t['rescue_success']:.2f}"
-    console.print(f"training run {result['train_run_id']}: {t['updates']} updates · valid-group ratio "
-                  f"{t['valid_group_ratio']:.3f} · effective-token ratio {t['effective_token_ratio']:.3f} · "
-                  f"rescues {t['rescues_triggered']:.0f}, success {rescue} · rollouts {t['rollouts_spent']:.0f}",
-                  highlight=False, soft_wrap=True)
-    console.print("H0 validation success by re-anchor step: "
-                  + ", ".join(f"{s}: {v:.2f}" for s, v in t["h0_validation"].items()), highlight=False, soft_wrap=True)
-
-
-def _pm(block: dict) -> str:
-    return f"{block['mean']:.2f} ± {block['std']:.2f}"
+    for line in shown.training_lines(result):
+        console.print(line, highlight=False, soft_wrap=True)

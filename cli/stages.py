@@ -52,41 +52,38 @@ def stage_cmd(name: str = typer.Argument(..., help=f"One of: {', '.join(STAGES)}
 def _data(cfg, database_url) -> None:
     from tasks.pipeline import ensure_training_split
 
-    print(ensure_training_split.fn(cfg.train.env))
+    print(ensure_training_split(cfg.train.env))
 
 
 def _pool(cfg, database_url) -> None:
-    from flows.evolve import evolve
+    from flows.harness_s import evolve_pool
 
-    evolve_cfg = cfg.evolve.model_copy(update={"pool": cfg.evolve.pool.model_copy(update={"dvc": False})})
-    result = evolve(evolve_cfg, database_url=database_url)  # DVC itself versions the output folder
+    result = evolve_pool(cfg, database_url, track_with_dvc=False)  # DVC itself versions the output folder
     print(f"pool {result['version']}: {result['size']} harnesses at {result['path']}")
 
 
 def _train(cfg, database_url) -> None:
-    from flows.train import train
-    from tasks.pipeline import training_config
+    from flows.harness_s import train_policy
 
-    result = train(training_config(cfg, cfg.pool_name()), database_url=database_url)
+    result = train_policy(cfg, cfg.pool_name(), database_url)
     (OUT / "train.json").write_text(json.dumps({"run_id": result["run_id"], "checkpoint": result["checkpoint"]},
                                                indent=2) + "\n")
 
 
 def _evaluate(cfg, database_url) -> None:
-    from flows.evaluate import evaluate
-    from tasks.pipeline import evaluation_configs, record_results, training_config
+    from flows.harness_s import evaluate_policy
+    from tasks.pipeline import record_results
 
     trained = json.loads((OUT / "train.json").read_text())
-    train_cfg = training_config(cfg, cfg.pool_name())
-    evaluations = {label: {**evaluate(e, database_url=database_url), "harness": e.harness}
-                   for label, e in evaluation_configs(cfg, train_cfg, trained["run_id"], trained["checkpoint"]).items()}
-    results = record_results.fn(cfg, cfg.pool_name(), trained["run_id"], trained["checkpoint"], evaluations,
-                                database_url, None)
+    evaluations = evaluate_policy(cfg, cfg.pool_name(), trained, database_url)
+    results = record_results(cfg, cfg.pool_name(), trained["run_id"], trained["checkpoint"], evaluations,
+                             database_url, None)
     (OUT / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
 
 
 def _report(cfg, database_url) -> None:
     """The results table, and the RQ report of this pipeline run (report.md + figures) beside it."""
+    from analysis import pipeline_results
     from analysis.report import build_report, write_report
     from db.engine import session_scope
     from tasks.pipeline import pipeline_run_id
@@ -95,23 +92,7 @@ def _report(cfg, database_url) -> None:
     results = json.loads((OUT / "results.json").read_text())
     target = REPORT_DIR / "results.md"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(results_markdown(cfg.name, results))
+    target.write_text(pipeline_results.markdown(cfg.name, results))
     with session_scope(get_engine(database_url)) as session:
         write_report(build_report(session, pipeline_run_id(cfg), []), REPORT_DIR, "dvc repro")
     print(target.read_text())
-
-
-def results_markdown(name: str, results: dict) -> str:
-    k, t = results["k"], results["training"]
-    lines = [f"# {name}: results", "",
-             f"Pool `{results['pool_version']}`, training run `{results['train_run_id']}`, policy "
-             f"`{results['checkpoint']}`, {results['seeds']} seed(s).", "",
-             f"| evaluation | harness | tasks | Pass@{k} (%) | Avg@{k} (%) |", "|---|---|---|---|---|"]
-    for label, e in results["evaluations"].items():
-        lines.append(f"| {label} | {e['harness']} | {e['n_tasks']} | {e['pass']['mean']:.2f} ± {e['pass']['std']:.2f} "
-                     f"| {e['avg']['mean']:.2f} ± {e['avg']['std']:.2f} |")
-    rescue = "-" if t["rescue_success"] is None else f"{t['rescue_success']:.2f}"
-    lines += ["", f"Training: {t['updates']} updates, valid-group ratio {t['valid_group_ratio']:.3f}, effective-token "
-              f"ratio {t['effective_token_ratio']:.3f}, rescues {t['rescues_triggered']:.0f} (success {rescue}), "
-              f"rollouts {t['rollouts_spent']:.0f}.", ""]
-    return "\n".join(lines)

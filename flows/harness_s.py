@@ -8,6 +8,7 @@ Phases, each a subflow with its own persisted tasks (so a re-run skips finished 
      trained weights with Rank-1 routing over the pool, and under harnesses outside the pool
      (RQ6), each over `evaluate.seeds` seeds;
   4. one results table, stored as the pipeline's run row.
+The phases are functions, so `hs stage` (the DVC stages, cli/stages.py) runs the same ones.
 
 Departures from the paper: at CPU scale the policy is SmolLM2-135M after a supervised warm
 start; `hs quickstart` reuses the committed pool v1 instead of evolving, and evaluates on a
@@ -28,6 +29,26 @@ from flows.train import train
 from tasks.pipeline import ensure_training_split, evaluation_configs, record_results, training_config
 
 
+def evolve_pool(cfg: PipelineConfig, database_url: str | None, track_with_dvc: bool = True) -> dict:
+    """Phase 1 with `evolve:`: evolve a pool and freeze it (DVC stages version the folder themselves)."""
+    evolve_cfg = cfg.evolve
+    if not track_with_dvc:
+        evolve_cfg = evolve_cfg.model_copy(update={"pool": evolve_cfg.pool.model_copy(update={"dvc": False})})
+    return evolve(evolve_cfg, database_url)
+
+
+def train_policy(cfg: PipelineConfig, pool_version: str | None, database_url: str | None) -> dict:
+    """Phase 2: GRPO with harness rescue from the pool, re-anchoring on schedule."""
+    return train(training_config(cfg, pool_version), database_url)
+
+
+def evaluate_policy(cfg: PipelineConfig, pool_version: str | None, trained: dict, database_url: str | None) -> dict:
+    """Phase 3: every evaluation label (before, after, Rank-1, outside harnesses) -> its result."""
+    train_cfg = training_config(cfg, pool_version)
+    return {label: {**evaluate(e, database_url), "harness": e.harness}
+            for label, e in evaluation_configs(cfg, train_cfg, trained["run_id"], trained["checkpoint"]).items()}
+
+
 @flow(name="harness-s", flow_run_name="harness-s-{config.name}")
 def harness_s(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
@@ -35,14 +56,12 @@ def harness_s(config: PipelineConfig, database_url: str | None = None) -> dict:
     ensure_training_split(cfg.train.env)
     pool_version = cfg.pool_name()
     if cfg.evolve is not None:
-        pool_version = evolve(cfg.evolve, database_url)["version"]
+        pool_version = evolve_pool(cfg, database_url)["version"]
     logger.info("pool %s", pool_version or f"from the train config: {cfg.train.pool}")
-    train_cfg = training_config(cfg, pool_version)
-    trained = train(train_cfg, database_url)
-    evaluations = {}
-    for label, eval_cfg in evaluation_configs(cfg, train_cfg, trained["run_id"], trained["checkpoint"]).items():
-        evaluations[label] = {**evaluate(eval_cfg, database_url), "harness": eval_cfg.harness}
-        logger.info("%s: Pass@%d %.2f / Avg@%d %.2f", label, eval_cfg.k, evaluations[label]["overall"]["pass"]["mean"],
-                    eval_cfg.k, evaluations[label]["overall"]["avg"]["mean"])
+    trained = train_policy(cfg, pool_version, database_url)
+    evaluations = evaluate_policy(cfg, pool_version, trained, database_url)
+    for label, result in evaluations.items():
+        logger.info("%s: Pass@%d %.2f / Avg@%d %.2f", label, cfg.evaluate.k, result["overall"]["pass"]["mean"],
+                    cfg.evaluate.k, result["overall"]["avg"]["mean"])
     return record_results(cfg, pool_version, trained["run_id"], trained["checkpoint"], evaluations, database_url,
                           flow_run.get_id())
