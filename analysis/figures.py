@@ -23,8 +23,14 @@ def _grouped_bars(ax, groups: list[str], series: dict[str, list[float]], errors:
     width = 0.8 / max(len(series), 1)
     x = np.arange(len(groups))
     for i, (name, values) in enumerate(series.items()):
-        ax.bar(x + i * width - 0.4 + width / 2, values, width, label=name,
-               yerr=(errors or {}).get(name), capsize=3 if errors else 0)
+        ax.bar(
+            x + i * width - 0.4 + width / 2,
+            values,
+            width,
+            label=name,
+            yerr=(errors or {}).get(name),
+            capsize=3 if errors else 0,
+        )
     ax.set_xticks(x, groups, rotation=20, ha="right", fontsize=8)
     ax.legend(fontsize=8)
 
@@ -88,8 +94,10 @@ def rq4_figure(behaviours: pd.DataFrame) -> Figure | None:
         return None
     fig, ax = plt.subplots(figsize=SIZE)
     tags = list(dict.fromkeys(behaviours["behaviour"]))
-    series = {policy: [float(part.set_index("behaviour")["share"][t]) for t in tags]
-              for policy, part in behaviours.groupby("policy", sort=False)}
+    series = {
+        policy: [float(part.set_index("behaviour")["share"][t]) for t in tags]
+        for policy, part in behaviours.groupby("policy", sort=False)
+    }
     _grouped_bars(ax, tags, series)
     ax.set_ylabel("share of trajectories")
     ax.set_title("RQ4: behaviours under H0")

@@ -39,8 +39,11 @@ def summarise(outcomes: list[dict]) -> dict:
 
     def block(task_ids: set[str]) -> dict:
         pairs = [pass_avg({t: v for t, v in by_seed[s].items() if t in task_ids}) for s in seeds]
-        return {"pass": _mean_std([p for p, _ in pairs]), "avg": _mean_std([a for _, a in pairs]),
-                "n_tasks": len(task_ids)}
+        return {
+            "pass": _mean_std([p for p, _ in pairs]),
+            "avg": _mean_std([a for _, a in pairs]),
+            "n_tasks": len(task_ids),
+        }
 
     all_ids = set(types)
     per_type = {t: block({i for i, tt in types.items() if tt == t}) for t in sorted(set(types.values()))}

@@ -10,8 +10,16 @@ def columns(results: dict) -> list[str]:
 
 
 def rows(results: dict) -> list[list[str]]:
-    return [[label, "rank-1 router" if label == "rank1" else str(e["harness"]), str(e["n_tasks"]),
-             _pm(e["pass"]), _pm(e["avg"])] for label, e in results["evaluations"].items()]
+    return [
+        [
+            label,
+            "rank-1 router" if label == "rank1" else str(e["harness"]),
+            str(e["n_tasks"]),
+            _pm(e["pass"]),
+            _pm(e["avg"]),
+        ]
+        for label, e in results["evaluations"].items()
+    ]
 
 
 def title(name: str, results: dict) -> str:
@@ -21,17 +29,24 @@ def title(name: str, results: dict) -> str:
 def training_lines(results: dict) -> list[str]:
     t = results["training"]
     rescue = "-" if t["rescue_success"] is None else f"{t['rescue_success']:.2f}"
-    return [f"training run {results['train_run_id']}: {t['updates']} updates · valid-group ratio "
-            f"{t['valid_group_ratio']:.3f} · effective-token ratio {t['effective_token_ratio']:.3f} · "
-            f"rescues {t['rescues_triggered']:.0f}, success {rescue} · rollouts {t['rollouts_spent']:.0f}",
-            "H0 validation success by re-anchor step: "
-            + ", ".join(f"{s}: {v:.2f}" for s, v in t["h0_validation"].items())]
+    return [
+        f"training run {results['train_run_id']}: {t['updates']} updates · valid-group ratio "
+        f"{t['valid_group_ratio']:.3f} · effective-token ratio {t['effective_token_ratio']:.3f} · "
+        f"rescues {t['rescues_triggered']:.0f}, success {rescue} · rollouts {t['rollouts_spent']:.0f}",
+        "H0 validation success by re-anchor step: " + ", ".join(f"{s}: {v:.2f}" for s, v in t["h0_validation"].items()),
+    ]
 
 
 def markdown(name: str, results: dict) -> str:
     head = columns(results)
-    lines = [f"# {title(name, results)}", "", f"{results['seeds']} seed(s).", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"# {title(name, results)}",
+        "",
+        f"{results['seeds']} seed(s).",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in rows(results)]
     return "\n".join([*lines, "", *training_lines(results), ""])
 

@@ -30,14 +30,26 @@ def pool_report(h0: dict[str, list[bool]], siblings: dict[str, dict[str, list[bo
     overlap = {f"{a}|{b}": _jaccard(set(fixed[a]), set(fixed[b])) for a, b in combinations(sorted(siblings), 2)}
     n = len(tasks) or 1
     return {
-        "n_tasks": len(tasks), "k": k, "n_siblings": len(siblings),
-        "locality": {name: {"solved": len(solved[name]), "fixed": len(fixed[name]), "broken": len(broken[name]),
-                            "fixed_tasks": fixed[name], "broken_tasks": broken[name]} for name in sorted(siblings)},
+        "n_tasks": len(tasks),
+        "k": k,
+        "n_siblings": len(siblings),
+        "locality": {
+            name: {
+                "solved": len(solved[name]),
+                "fixed": len(fixed[name]),
+                "broken": len(broken[name]),
+                "fixed_tasks": fixed[name],
+                "broken_tasks": broken[name],
+            }
+            for name in sorted(siblings)
+        },
         "complementarity": {
             "h0_at_k": len(h0_at_k) / n,
-            "best_single": len(solved[best]) / n if best else 0.0, "best_single_name": best,
+            "best_single": len(solved[best]) / n if best else 0.0,
+            "best_single_name": best,
             "oracle_union": len(union) / n,
-            "h0_at_equal_rollouts": len(_solved(h0)) / n, "equal_rollouts": k * len(siblings),
+            "h0_at_equal_rollouts": len(_solved(h0)) / n,
+            "equal_rollouts": k * len(siblings),
         },
         "overlap": overlap,
     }

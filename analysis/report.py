@@ -87,50 +87,83 @@ def readings(report: Report) -> dict[str, str]:
     h0 = t["rq1"][t["rq1"]["routing"] == "H0"].set_index("method")
     if main in h0.index:
         others = [f"{m} {_pm(h0.loc[m])}" for m in h0.index if m != main]
-        out["rq1"] = (f"Under H0, {main} reaches Pass@k {_pm(h0.loc[main])}"
-                      + (f" against {', '.join(others)}." if others else ".")
-                      + " Differences smaller than the std over seeds are not evidence either way.")
+        out["rq1"] = (
+            f"Under H0, {main} reaches Pass@k {_pm(h0.loc[main])}"
+            + (f" against {', '.join(others)}." if others else ".")
+            + " Differences smaller than the std over seeds are not evidence either way."
+        )
     if not t["rq2"].empty:
         best = t["rq2"].sort_values("valid_group_ratio", ascending=False).iloc[0]
         out["rq2"] = f"The highest mean valid-group ratio is {best['method']}'s ({best['valid_group_ratio']:.3f})."
     if not t["rq3"].empty:
         total = t["rq3"].assign(ok=t["rq3"]["rescues"] * t["rq3"]["rescue_success"].fillna(0.0))
         per = total.groupby("router")[["ok", "rescues"]].sum()
-        out["rq3"] = "Rescue success over all stages: " + ", ".join(
-            f"{r} {row['ok']:.0f}/{row['rescues']:.0f}" for r, row in per.iterrows()) + "."
+        out["rq3"] = (
+            "Rescue success over all stages: "
+            + ", ".join(f"{r} {row['ok']:.0f}/{row['rescues']:.0f}" for r, row in per.iterrows())
+            + "."
+        )
     if not t["rq4"].empty:
         wide = t["rq4"].pivot_table(index="behaviour", columns="policy", values="share", aggfunc="first")
         if "base policy" in wide.columns and main in wide.columns:
             delta = (wide[main] - wide["base policy"]).sort_values()
-            out["rq4"] = (f"Largest change under H0 from the base policy to {main}: {delta.index[-1]} "
-                          f"{delta.iloc[-1]:+.3f}, {delta.index[0]} {delta.iloc[0]:+.3f}.")
+            out["rq4"] = (
+                f"Largest change under H0 from the base policy to {main}: {delta.index[-1]} "
+                f"{delta.iloc[-1]:+.3f}, {delta.index[0]} {delta.iloc[0]:+.3f}."
+            )
     if not t["rq5"].empty and "h0" in set(t["rq5"]["harness"]):
         row = t["rq5"].set_index("harness").loc["h0"]
         out["rq5"] = f"H0 is Rank-1 on {row['before']:.1%} of tasks before training and {row['after']:.1%} after."
     if not t["rq6"].empty:
-        out["rq6"] = "; ".join(f"{r['method']} under {r['harness']}: Pass@k {_pm(r)}" for _, r in t["rq6"].iterrows()) + "."
+        out["rq6"] = (
+            "; ".join(f"{r['method']} under {r['harness']}: Pass@k {_pm(r)}" for _, r in t["rq6"].iterrows()) + "."
+        )
     return out
 
 
 SECTIONS = [
     ("rq1", "RQ1: main table", ["rq1"], "Pass@k / Avg@k (%, mean ± std over seeds) under H0 and under Rank-1."),
-    ("rq2", "RQ2: training signals", ["rq2", "rq2_validation"],
-     "Valid-group ratio (groups with both a success and a failure), effective-token ratio, rescues and rollouts "
-     "spent per training run; H0 validation success at every re-anchor."),
-    ("rq3", "RQ3: rescue success by router", ["rq3", "rq3_ablation"],
-     "Share of rescue groups with at least one success, per training stage (updates between re-anchors); the "
-     "re-anchoring ablation compares adaptive with fixed_profiles (first profiles, never re-anchored)."),
-    ("rq4", "RQ4: behaviours under H0 and transfer", ["rq4", "rq4_transfers"],
-     "Share of H0 evaluation trajectories showing each DBBench behaviour; unseen tasks the base policy never "
-     "solved and the trained policy did, with the behaviours seen there."),
-    ("rq5", "RQ5: router dependency", ["rq5", "rq5_edge"],
-     "Share of evaluation tasks on which each harness is ranked first, before and after training; Rank-1's edge "
-     "over H0 in Pass@k / Avg@k points."),
-    ("rq6", "RQ6: harnesses outside the pool", ["rq6"],
-     "The trained policy under harnesses it never trained under (in_pool = the base harness)."),
-    ("phenomena", "Locality, complementarity, non-stationarity", ["locality", "complementarity", "non_stationarity"],
-     "From the main run's paired validation at each re-anchor: per sibling, tasks fixed and broken relative to H0; "
-     "H0 vs best single sibling vs the oracle union; each sibling's success edge over H0 by re-anchor."),
+    (
+        "rq2",
+        "RQ2: training signals",
+        ["rq2", "rq2_validation"],
+        "Valid-group ratio (groups with both a success and a failure), effective-token ratio, rescues and rollouts "
+        "spent per training run; H0 validation success at every re-anchor.",
+    ),
+    (
+        "rq3",
+        "RQ3: rescue success by router",
+        ["rq3", "rq3_ablation"],
+        "Share of rescue groups with at least one success, per training stage (updates between re-anchors); the "
+        "re-anchoring ablation compares adaptive with fixed_profiles (first profiles, never re-anchored).",
+    ),
+    (
+        "rq4",
+        "RQ4: behaviours under H0 and transfer",
+        ["rq4", "rq4_transfers"],
+        "Share of H0 evaluation trajectories showing each DBBench behaviour; unseen tasks the base policy never "
+        "solved and the trained policy did, with the behaviours seen there.",
+    ),
+    (
+        "rq5",
+        "RQ5: router dependency",
+        ["rq5", "rq5_edge"],
+        "Share of evaluation tasks on which each harness is ranked first, before and after training; Rank-1's edge "
+        "over H0 in Pass@k / Avg@k points.",
+    ),
+    (
+        "rq6",
+        "RQ6: harnesses outside the pool",
+        ["rq6"],
+        "The trained policy under harnesses it never trained under (in_pool = the base harness).",
+    ),
+    (
+        "phenomena",
+        "Locality, complementarity, non-stationarity",
+        ["locality", "complementarity", "non_stationarity"],
+        "From the main run's paired validation at each re-anchor: per sibling, tasks fixed and broken relative to H0; "
+        "H0 vs best single sibling vs the oracle union; each sibling's success edge over H0 by re-anchor.",
+    ),
 ]
 
 
@@ -148,8 +181,11 @@ def write_report(report: Report, out_dir: Path, command: str = "") -> Path:
     if command:
         lines += [f"Reproduce: `{command}`", ""]
     lines += ["Compared runs:", ""] + [
-        f"- **{m.label}**: run `{m.run_id}`" + (f", training run `{m.train_run_id}`" if m.train_run_id else "")
-        + (f", evaluations: {', '.join(sorted(m.evaluations))}" if m.evaluations else "") for m in report.methods]
+        f"- **{m.label}**: run `{m.run_id}`"
+        + (f", training run `{m.train_run_id}`" if m.train_run_id else "")
+        + (f", evaluations: {', '.join(sorted(m.evaluations))}" if m.evaluations else "")
+        for m in report.methods
+    ]
     for key, title, table_keys, explain in SECTIONS:
         lines += ["", f"## {title}", "", explain, ""]
         if key in said:

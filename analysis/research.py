@@ -21,8 +21,14 @@ from analysis.training import rescue_by_stage
 
 # The DBBench behaviour detectors (rl/rollout.py behaviour_tags), in report order.
 BEHAVIOURS = ("inspected_first", "repeated_query", "answered_without_query", "rechecked_mutation")
-SIGNALS = ("valid_group_ratio", "effective_token_ratio", "first_group_success", "rescues_triggered",
-           "rescue_success", "rollouts_spent")
+SIGNALS = (
+    "valid_group_ratio",
+    "effective_token_ratio",
+    "first_group_success",
+    "rescues_triggered",
+    "rescue_success",
+    "rollouts_spent",
+)
 
 
 def _rows(session: Session, sql: str, **params) -> list[dict]:
@@ -37,8 +43,14 @@ def scores(session: Session, run_id: str | None) -> dict | None:
     if not rows:
         return None
     passes, avgs = [r["pass_at_k"] for r in rows], [r["avg_at_k"] for r in rows]
-    return {"pass_mean": fmean(passes), "pass_std": pstdev(passes), "avg_mean": fmean(avgs),
-            "avg_std": pstdev(avgs), "seeds": len(rows), "n_tasks": rows[0]["n_tasks"]}
+    return {
+        "pass_mean": fmean(passes),
+        "pass_std": pstdev(passes),
+        "avg_mean": fmean(avgs),
+        "avg_std": pstdev(avgs),
+        "seeds": len(rows),
+        "n_tasks": rows[0]["n_tasks"],
+    }
 
 
 def _score_row(method: str, routing: str, run_id: str | None, session: Session) -> dict | None:
@@ -49,13 +61,19 @@ def _score_row(method: str, routing: str, run_id: str | None, session: Session) 
 def rq1_main_table(session: Session, methods: list[Method]) -> pd.DataFrame:
     """Pass@k / Avg@k under H0 and under Rank-1: the starting policy, then every method after training."""
     main = methods[0]
-    rows = [_score_row("base policy", "H0", main.eval_run("before"), session),
-            _score_row("base policy", "Rank-1", main.eval_run("rank1-before"), session)]
+    rows = [
+        _score_row("base policy", "H0", main.eval_run("before"), session),
+        _score_row("base policy", "Rank-1", main.eval_run("rank1-before"), session),
+    ]
     for m in methods:
-        rows += [_score_row(m.label, "H0", m.eval_run("after"), session),
-                 _score_row(m.label, "Rank-1", m.eval_run("rank1"), session)]
-    return pd.DataFrame([r for r in rows if r], columns=["method", "routing", "pass_mean", "pass_std", "avg_mean",
-                                                          "avg_std", "seeds", "n_tasks", "run_id"])
+        rows += [
+            _score_row(m.label, "H0", m.eval_run("after"), session),
+            _score_row(m.label, "Rank-1", m.eval_run("rank1"), session),
+        ]
+    return pd.DataFrame(
+        [r for r in rows if r],
+        columns=["method", "routing", "pass_mean", "pass_std", "avg_mean", "avg_std", "seeds", "n_tasks", "run_id"],
+    )
 
 
 def _signals(session: Session, train_run_id: str) -> list[dict]:
@@ -77,28 +95,54 @@ def rq2_signals(session: Session, methods: list[Method]) -> pd.DataFrame:
 
         triggered = sum(s["rescues_triggered"] or 0.0 for s in steps)
         rescued = sum((s["rescue_success"] or 0.0) * (s["rescues_triggered"] or 0.0) for s in steps)
-        rows.append({"method": m.label, "updates": len(steps), "valid_group_ratio": mean("valid_group_ratio"),
-                     "effective_token_ratio": mean("effective_token_ratio"),
-                     "first_group_success": mean("first_group_success"), "rescues": round(triggered),
-                     "rescue_success": rescued / triggered if triggered else None,
-                     "rollouts_spent": sum(s["rollouts_spent"] or 0.0 for s in steps)})
-    df = pd.DataFrame(rows, columns=["method", "updates", "valid_group_ratio", "effective_token_ratio",
-                                     "first_group_success", "rescues", "rescue_success", "rollouts_spent"])
+        rows.append(
+            {
+                "method": m.label,
+                "updates": len(steps),
+                "valid_group_ratio": mean("valid_group_ratio"),
+                "effective_token_ratio": mean("effective_token_ratio"),
+                "first_group_success": mean("first_group_success"),
+                "rescues": round(triggered),
+                "rescue_success": rescued / triggered if triggered else None,
+                "rollouts_spent": sum(s["rollouts_spent"] or 0.0 for s in steps),
+            }
+        )
+    df = pd.DataFrame(
+        rows,
+        columns=[
+            "method",
+            "updates",
+            "valid_group_ratio",
+            "effective_token_ratio",
+            "first_group_success",
+            "rescues",
+            "rescue_success",
+            "rollouts_spent",
+        ],
+    )
     grpo = df.loc[df["method"] == "grpo", "rollouts_spent"]
     df["rollouts_vs_grpo"] = df["rollouts_spent"] / float(grpo.iloc[0]) if len(grpo) and grpo.iloc[0] else None
     return df
 
 
 def _reanchors(session: Session, train_run_id: str) -> list[dict]:
-    return _rows(session, "SELECT step, harness_id, harness_name, success_rate, n_tasks FROM reanchor_success "
-                 "WHERE run_id = :r ORDER BY step, harness_name", r=train_run_id)
+    return _rows(
+        session,
+        "SELECT step, harness_id, harness_name, success_rate, n_tasks FROM reanchor_success "
+        "WHERE run_id = :r ORDER BY step, harness_name",
+        r=train_run_id,
+    )
 
 
 def rq2_validation(session: Session, methods: list[Method]) -> pd.DataFrame:
     """H0 validation success at every re-anchor (checkpoint) of each training run, long format."""
-    rows = [{"method": m.label, "step": r["step"], "h0_success": r["success_rate"]}
-            for m in methods if m.train_run_id
-            for r in _reanchors(session, m.train_run_id) if r["harness_name"] == m.base_harness]
+    rows = [
+        {"method": m.label, "step": r["step"], "h0_success": r["success_rate"]}
+        for m in methods
+        if m.train_run_id
+        for r in _reanchors(session, m.train_run_id)
+        if r["harness_name"] == m.base_harness
+    ]
     return pd.DataFrame(rows, columns=["method", "step", "h0_success"])
 
 
@@ -109,14 +153,28 @@ def rq3_rescue_by_stage(session: Session, methods: list[Method]) -> pd.DataFrame
     for m in methods:
         if m.mode != "harness_s" or not m.train_run_id:
             continue
-        steps = [{"step": s["step"], "rollout/rescues_triggered": s["rescues_triggered"] or 0.0,
-                  "rollout/rescue_success": s["rescue_success"] or 0.0} for s in _signals(session, m.train_run_id)]
+        steps = [
+            {
+                "step": s["step"],
+                "rollout/rescues_triggered": s["rescues_triggered"] or 0.0,
+                "rollout/rescue_success": s["rescue_success"] or 0.0,
+            }
+            for s in _signals(session, m.train_run_id)
+        ]
         anchors = sorted({r["step"] for r in _reanchors(session, m.train_run_id)})
         last = max((s["step"] for s in steps), default=0)
         for start, stage in rescue_by_stage(steps, anchors).items():
             end = min([a - 1 for a in anchors if a > start] + [last])
-            rows.append({"router": m.router, "method": m.label, "stage": f"{start}-{end}", "first_update": start,
-                         "rescues": round(stage["rescues"]), "rescue_success": stage["rescue_success"]})
+            rows.append(
+                {
+                    "router": m.router,
+                    "method": m.label,
+                    "stage": f"{start}-{end}",
+                    "first_update": start,
+                    "rescues": round(stage["rescues"]),
+                    "rescue_success": stage["rescue_success"],
+                }
+            )
     return pd.DataFrame(rows, columns=["router", "method", "stage", "first_update", "rescues", "rescue_success"])
 
 
@@ -133,8 +191,10 @@ def rq3_reanchoring_ablation(stages: pd.DataFrame) -> pd.DataFrame:
 
 
 def _behaviour_shares(session: Session, run_id: str) -> dict[str, float]:
-    shares = {r["tag"]: r["share"] for r in _rows(
-        session, "SELECT tag, share FROM behaviour_frequencies WHERE run_id = :r", r=run_id)}
+    shares = {
+        r["tag"]: r["share"]
+        for r in _rows(session, "SELECT tag, share FROM behaviour_frequencies WHERE run_id = :r", r=run_id)
+    }
     return {tag: shares.get(tag, 0.0) for tag in BEHAVIOURS}
 
 
@@ -142,24 +202,32 @@ def rq4_policies(methods: list[Method]) -> list[tuple[str, str]]:
     """(policy label, H0 evaluation run id): the base policy, GRPO and the main method, where evaluated."""
     main = methods[0]
     grpo = next((m for m in methods if m.mode == "grpo"), None)
-    pairs = [("base policy", main.eval_run("before")), ("grpo", grpo.eval_run("after") if grpo else None),
-             (main.label, main.eval_run("after"))]
+    pairs = [
+        ("base policy", main.eval_run("before")),
+        ("grpo", grpo.eval_run("after") if grpo else None),
+        (main.label, main.eval_run("after")),
+    ]
     return list(dict((label, run_id) for label, run_id in pairs if run_id).items())  # main may be the grpo run
 
 
 def rq4_behaviours(session: Session, methods: list[Method]) -> pd.DataFrame:
     """Share of H0 evaluation trajectories showing each DBBench behaviour, per policy."""
-    rows = [{"behaviour": tag, "policy": label, "share": share}
-            for label, run_id in rq4_policies(methods)
-            for tag, share in _behaviour_shares(session, run_id).items()]
+    rows = [
+        {"behaviour": tag, "policy": label, "share": share}
+        for label, run_id in rq4_policies(methods)
+        for tag, share in _behaviour_shares(session, run_id).items()
+    ]
     return pd.DataFrame(rows, columns=["behaviour", "policy", "share"])
 
 
 def _outcomes(session: Session, run_id: str) -> dict[str, dict]:
     """bench task -> {task_type, rollouts, successes} summed over seeds."""
     out: dict[str, dict] = {}
-    for r in _rows(session, "SELECT bench_task_id, task_type, rollouts, successes FROM eval_task_outcomes "
-                   "WHERE run_id = :r", r=run_id):
+    for r in _rows(
+        session,
+        "SELECT bench_task_id, task_type, rollouts, successes FROM eval_task_outcomes WHERE run_id = :r",
+        r=run_id,
+    ):
         o = out.setdefault(r["bench_task_id"], {"task_type": r["task_type"], "rollouts": 0, "successes": 0})
         o["rollouts"] += r["rollouts"]
         o["successes"] += r["successes"]
@@ -167,8 +235,13 @@ def _outcomes(session: Session, run_id: str) -> dict[str, dict]:
 
 
 def _tags(session: Session, run_id: str, task_id: str) -> str:
-    rows = _rows(session, "SELECT t.behaviour_tags AS tags FROM trajectories t JOIN rollout_groups g ON "
-                 "g.id = t.group_id WHERE t.run_id = :r AND t.bench_task_id = :t AND g.role = 'eval'", r=run_id, t=task_id)
+    rows = _rows(
+        session,
+        "SELECT t.behaviour_tags AS tags FROM trajectories t JOIN rollout_groups g ON "
+        "g.id = t.group_id WHERE t.run_id = :r AND t.bench_task_id = :t AND g.role = 'eval'",
+        r=run_id,
+        t=task_id,
+    )
     counts = Counter(tag for row in rows for tag in _doc(row["tags"], []))
     return ", ".join(f"{tag} x{n}" for tag, n in sorted(counts.items())) or "none"
 
@@ -189,13 +262,21 @@ def rq4_transfers(session: Session, methods: list[Method], limit: int = 5) -> pd
     if not (before_id and after_id):
         return pd.DataFrame(columns=columns)
     before, after = _outcomes(session, before_id), _outcomes(session, after_id)
-    gained = sorted((t for t, o in after.items() if o["successes"] and t in before and not before[t]["successes"]),
-                    key=lambda t: (-after[t]["successes"], t))[:limit]
-    rows = [{"bench_task_id": t, "task_type": after[t]["task_type"],
-             "before": f"{before[t]['successes']}/{before[t]['rollouts']}",
-             "after": f"{after[t]['successes']}/{after[t]['rollouts']}",
-             "before_behaviours": _tags(session, before_id, t), "after_behaviours": _tags(session, after_id, t)}
-            for t in gained]
+    gained = sorted(
+        (t for t, o in after.items() if o["successes"] and t in before and not before[t]["successes"]),
+        key=lambda t: (-after[t]["successes"], t),
+    )[:limit]
+    rows = [
+        {
+            "bench_task_id": t,
+            "task_type": after[t]["task_type"],
+            "before": f"{before[t]['successes']}/{before[t]['rollouts']}",
+            "after": f"{after[t]['successes']}/{after[t]['rollouts']}",
+            "before_behaviours": _tags(session, before_id, t),
+            "after_behaviours": _tags(session, after_id, t),
+        }
+        for t in gained
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -207,10 +288,20 @@ def rq5_rank1_shares(session: Session, methods: list[Method]) -> pd.DataFrame:
     for when, label in (("before", "rank1-before"), ("after", "rank1")):
         run_id = main.eval_run(label)
         if run_id:
-            rows += [{"harness": r["harness_name"] or r["harness_id"][:12], "when": when, "share": r["share"],
-                      "n_tasks": r["n_tasks"]}
-                     for r in _rows(session, "SELECT harness_id, harness_name, n_tasks, share FROM rank1_shares "
-                                    "WHERE run_id = :r ORDER BY harness_name", r=run_id)]
+            rows += [
+                {
+                    "harness": r["harness_name"] or r["harness_id"][:12],
+                    "when": when,
+                    "share": r["share"],
+                    "n_tasks": r["n_tasks"],
+                }
+                for r in _rows(
+                    session,
+                    "SELECT harness_id, harness_name, n_tasks, share FROM rank1_shares "
+                    "WHERE run_id = :r ORDER BY harness_name",
+                    r=run_id,
+                )
+            ]
     df = pd.DataFrame(rows, columns=["harness", "when", "share", "n_tasks"])
     if df.empty:
         return pd.DataFrame(columns=["harness", "before", "after"])
@@ -229,9 +320,17 @@ def rq5_rank1_edge(session: Session, methods: list[Method]) -> pd.DataFrame:
     for when, h0_label, r1_label in (("before", "before", "rank1-before"), ("after", "after", "rank1")):
         h0, r1 = scores(session, main.eval_run(h0_label)), scores(session, main.eval_run(r1_label))
         if h0 and r1:
-            rows.append({"when": when, "h0_pass": h0["pass_mean"], "rank1_pass": r1["pass_mean"],
-                         "pass_edge": r1["pass_mean"] - h0["pass_mean"], "h0_avg": h0["avg_mean"],
-                         "rank1_avg": r1["avg_mean"], "avg_edge": r1["avg_mean"] - h0["avg_mean"]})
+            rows.append(
+                {
+                    "when": when,
+                    "h0_pass": h0["pass_mean"],
+                    "rank1_pass": r1["pass_mean"],
+                    "pass_edge": r1["pass_mean"] - h0["pass_mean"],
+                    "h0_avg": h0["avg_mean"],
+                    "rank1_avg": r1["avg_mean"],
+                    "avg_edge": r1["avg_mean"] - h0["avg_mean"],
+                }
+            )
     return pd.DataFrame(rows, columns=["when", "h0_pass", "rank1_pass", "pass_edge", "h0_avg", "rank1_avg", "avg_edge"])
 
 
@@ -243,20 +342,40 @@ def rq6_outside(session: Session, methods: list[Method]) -> pd.DataFrame:
         if not outside:
             continue
         for label in ["after", *outside]:
-            row = _score_row(m.label, m.base_harness if label == "after" else label.removeprefix("outside-"),
-                             m.eval_run(label), session)
+            row = _score_row(
+                m.label,
+                m.base_harness if label == "after" else label.removeprefix("outside-"),
+                m.eval_run(label),
+                session,
+            )
             if row:
                 rows.append({**row, "in_pool": label == "after"})
-    df = pd.DataFrame(rows, columns=["method", "routing", "pass_mean", "pass_std", "avg_mean", "avg_std", "seeds",
-                                     "n_tasks", "run_id", "in_pool"])
+    df = pd.DataFrame(
+        rows,
+        columns=[
+            "method",
+            "routing",
+            "pass_mean",
+            "pass_std",
+            "avg_mean",
+            "avg_std",
+            "seeds",
+            "n_tasks",
+            "run_id",
+            "in_pool",
+        ],
+    )
     return df.rename(columns={"routing": "harness"})
 
 
 def _solved_by_harness(session: Session, train_run_id: str) -> dict[int, dict[str, tuple[set, int]]]:
     """step -> harness name -> (solved validation task ids, validation tasks), from the re-anchor evaluations."""
-    rows = _rows(session, "SELECT e.metrics AS metrics, e.n_bench_tasks AS n, h.name AS name FROM evaluations e "
-                 "JOIN harnesses h ON h.id = e.harness_id WHERE e.run_id = :r AND e.routing = 'reanchor'",
-                 r=train_run_id)
+    rows = _rows(
+        session,
+        "SELECT e.metrics AS metrics, e.n_bench_tasks AS n, h.name AS name FROM evaluations e "
+        "JOIN harnesses h ON h.id = e.harness_id WHERE e.run_id = :r AND e.routing = 'reanchor'",
+        r=train_run_id,
+    )
     out: dict[int, dict[str, tuple[set, int]]] = {}
     for r in rows:
         metrics = _doc(r["metrics"], {})
@@ -273,8 +392,16 @@ def locality(session: Session, methods: list[Method]) -> pd.DataFrame:
         base, n = by_name.get(main.base_harness, (set(), 0))
         for name, (solved, _) in sorted(by_name.items()):
             if name != main.base_harness:
-                rows.append({"step": step, "sibling": name, "solved": len(solved), "fixed": len(solved - base),
-                             "broken": len(base - solved), "n_tasks": n})
+                rows.append(
+                    {
+                        "step": step,
+                        "sibling": name,
+                        "solved": len(solved),
+                        "fixed": len(solved - base),
+                        "broken": len(base - solved),
+                        "n_tasks": n,
+                    }
+                )
     return pd.DataFrame(rows, columns=["step", "sibling", "solved", "fixed", "broken", "n_tasks"])
 
 
@@ -289,8 +416,16 @@ def complementarity(session: Session, methods: list[Method]) -> pd.DataFrame:
         if not siblings or not n:
             continue
         best = max(sorted(siblings), key=lambda name: len(siblings[name]))
-        rows.append({"step": step, "n_tasks": n, "h0": len(base) / n, "best_single": len(siblings[best]) / n,
-                     "best_single_name": best, "oracle_union": len(set().union(*siblings.values())) / n})
+        rows.append(
+            {
+                "step": step,
+                "n_tasks": n,
+                "h0": len(base) / n,
+                "best_single": len(siblings[best]) / n,
+                "best_single_name": best,
+                "oracle_union": len(set().union(*siblings.values())) / n,
+            }
+        )
     return pd.DataFrame(rows, columns=["step", "n_tasks", "h0", "best_single", "best_single_name", "oracle_union"])
 
 
@@ -298,8 +433,11 @@ def non_stationarity(session: Session, methods: list[Method]) -> pd.DataFrame:
     """Each sibling's validation-success edge over H0 at every re-anchor of the main run (wide: one column per
     re-anchor step): an edge that shrinks or flips as the policy learns is what re-anchoring tracks."""
     main = methods[0]
-    rows = _rows(session, "SELECT step, harness_name, edge FROM sibling_edges WHERE run_id = :r ORDER BY step",
-                 r=main.train_run_id or "")
+    rows = _rows(
+        session,
+        "SELECT step, harness_name, edge FROM sibling_edges WHERE run_id = :r ORDER BY step",
+        r=main.train_run_id or "",
+    )
     if not rows:
         return pd.DataFrame(columns=["sibling"])
     wide = pd.DataFrame(rows).pivot_table(index="harness_name", columns="step", values="edge", aggfunc="first")

@@ -36,11 +36,14 @@ def find_run(session: Session, id_or_name: str) -> Run:
     """The run with this id, else the newest pipeline/training run with this name."""
     run = session.get(Run, id_or_name)
     if run is None:
-        run = session.scalars(select(Run).where(Run.name == id_or_name, Run.kind.in_(REPORTABLE_KINDS))
-                              .order_by(Run.created_at.desc())).first()
+        run = session.scalars(
+            select(Run).where(Run.name == id_or_name, Run.kind.in_(REPORTABLE_KINDS)).order_by(Run.created_at.desc())
+        ).first()
     if run is None or run.kind not in REPORTABLE_KINDS:
-        raise LookupError(f"no pipeline or training run '{id_or_name}': give a run id or name from "
-                          "`hs report training` or the runs table (kind 'pipeline' or 'train')")
+        raise LookupError(
+            f"no pipeline or training run '{id_or_name}': give a run id or name from "
+            "`hs report training` or the runs table (kind 'pipeline' or 'train')"
+        )
     return run
 
 
@@ -55,8 +58,15 @@ def method_of(session: Session, run: Run) -> Method:
     mode = train_config.get("mode", "harness_s")
     router = train_config.get("router", {}).get("kind") if mode == "harness_s" else None
     label = f"{mode} ({router})" if router else mode
-    return Method(label=label, run_id=run.id, train_run_id=train_run_id, mode=mode, router=router,
-                  base_harness=train_config.get("harness", "h0"), evaluations=evaluations)
+    return Method(
+        label=label,
+        run_id=run.id,
+        train_run_id=train_run_id,
+        mode=mode,
+        router=router,
+        base_harness=train_config.get("harness", "h0"),
+        evaluations=evaluations,
+    )
 
 
 def resolve_methods(session: Session, main: str, baselines: list[str]) -> list[Method]:
@@ -64,5 +74,7 @@ def resolve_methods(session: Session, main: str, baselines: list[str]) -> list[M
     runs = [find_run(session, main)] + [find_run(session, b) for b in baselines]
     methods = [method_of(session, r) for r in runs]
     labels = [m.label for m in methods]
-    return [m if labels.count(m.label) == 1 else
-            Method(**{**m.__dict__, "label": f"{m.label} [{r.name}]"}) for m, r in zip(methods, runs)]
+    return [
+        m if labels.count(m.label) == 1 else Method(**{**m.__dict__, "label": f"{m.label} [{r.name}]"})
+        for m, r in zip(methods, runs)
+    ]

@@ -13,6 +13,7 @@ from statistics import fmean
 
 def summarise_training(steps: list[dict], reanchors: list[dict]) -> dict:
     """steps: one metrics dict per update (with 'step'); reanchors: {step, harness, success_rate}."""
+
     def mean(key: str) -> float:
         values = [s[key] for s in steps if key in s]
         return fmean(values) if values else 0.0

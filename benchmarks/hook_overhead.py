@@ -23,10 +23,22 @@ from harness_pool.hook_client import HookSession, HookWorker  # noqa: E402
 from harness_pool.operators import _BLOCK_REPEAT  # noqa: E402
 from harness_pool.sandbox import call_hook, compile_hook  # noqa: E402
 
-CTX = {"point": "before_action", "round": 3, "queries": 2, "last_error": False, "last_observation": "[(1, 'a')]" * 40,
-       "sql_history": ["SELECT * FROM `t`", "SELECT count(*) FROM `t`"], "action_kind": "sql",
-       "action_sql": "SELECT name FROM `t` WHERE id = 3", "instruction": "How many rows?", "table_name": "t",
-       "headers": "id, name", "sample_rows": "[(1, 'a')]", "description": "", "add_description": ""}
+CTX = {
+    "point": "before_action",
+    "round": 3,
+    "queries": 2,
+    "last_error": False,
+    "last_observation": "[(1, 'a')]" * 40,
+    "sql_history": ["SELECT * FROM `t`", "SELECT count(*) FROM `t`"],
+    "action_kind": "sql",
+    "action_sql": "SELECT name FROM `t` WHERE id = 3",
+    "instruction": "How many rows?",
+    "table_name": "t",
+    "headers": "id, name",
+    "sample_rows": "[(1, 'a')]",
+    "description": "",
+    "add_description": "",
+}
 CALLS_PER_EPISODE = 20
 
 
@@ -70,10 +82,14 @@ def main() -> None:
     per_episode_in = _median_us(episode_in_process, args.episodes) / 1e3
     worker.close()
     print("| measure | in process | confined worker | ratio |\n|---|---|---|---|")
-    print(f"| one hook call (median of {args.calls}) | {in_process:.0f} µs | {out_of_process:.0f} µs | "
-          f"{out_of_process / in_process:.1f}x |")
-    print(f"| one episode: fresh compile + {CALLS_PER_EPISODE} calls (median of {args.episodes}) | "
-          f"{per_episode_in:.2f} ms | {per_episode:.2f} ms | {per_episode / per_episode_in:.1f}x |")
+    print(
+        f"| one hook call (median of {args.calls}) | {in_process:.0f} µs | {out_of_process:.0f} µs | "
+        f"{out_of_process / in_process:.1f}x |"
+    )
+    print(
+        f"| one episode: fresh compile + {CALLS_PER_EPISODE} calls (median of {args.episodes}) | "
+        f"{per_episode_in:.2f} ms | {per_episode:.2f} ms | {per_episode / per_episode_in:.1f}x |"
+    )
     print(f"| worker start (once per process) + first call | - | {start_ms:.0f} ms | |")
 
 

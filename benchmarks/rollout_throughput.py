@@ -59,9 +59,12 @@ def engine_run(policy, specs, sampling, max_rounds) -> dict:
     start = time.perf_counter()
     results = run_rollouts(policy, specs, DbBenchEnv, sampling, max_rounds=max_rounds)
     seconds = time.perf_counter() - start
-    return {"tokens": sum(r.n_policy_tokens for r in results), "seconds": seconds,
-            "turns": sum(len(r.turns) for r in results) / len(results),
-            "env_s": sum(r.seconds_env for r in results)}
+    return {
+        "tokens": sum(r.n_policy_tokens for r in results),
+        "seconds": seconds,
+        "turns": sum(len(r.turns) for r in results) / len(results),
+        "env_s": sum(r.seconds_env for r in results),
+    }
 
 
 def plain_generate(policy: TransformersPolicy, prompts: list[list[int]], sampling: Sampling) -> dict:
@@ -69,14 +72,21 @@ def plain_generate(policy: TransformersPolicy, prompts: list[list[int]], samplin
     ids = torch.full((len(prompts), width), policy.pad_id)
     attention = torch.zeros_like(ids)
     for row, p in enumerate(prompts):
-        ids[row, width - len(p):], attention[row, width - len(p):] = torch.tensor(p), 1
+        ids[row, width - len(p) :], attention[row, width - len(p) :] = torch.tensor(p), 1
     torch.manual_seed(sampling.seed or 0)
     start = time.perf_counter()
     with torch.inference_mode():
-        out = policy.model.generate(input_ids=ids, attention_mask=attention, do_sample=True,
-                                    temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
-                                    max_new_tokens=sampling.max_new_tokens, eos_token_id=policy.eos_ids,
-                                    pad_token_id=policy.pad_id)
+        out = policy.model.generate(
+            input_ids=ids,
+            attention_mask=attention,
+            do_sample=True,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=0,
+            max_new_tokens=sampling.max_new_tokens,
+            eos_token_id=policy.eos_ids,
+            pad_token_id=policy.pad_id,
+        )
     seconds = time.perf_counter() - start
     new = out[:, width:].tolist()
     tokens = sum(next((j + 1 for j, t in enumerate(row) if t in policy.eos_ids), len(row)) for row in new)
@@ -112,8 +122,13 @@ def decode_step_profile(policy, batch: int, context: int) -> dict:
     ops = {e.key: e.self_cpu_time_total / 3 / 1000 for e in prof.key_averages()}
     attention = sum(v for k, v in ops.items() if "scaled_dot_product" in k)
     matmul = sum(v for k, v in ops.items() if k in ("aten::mm", "aten::addmm", "aten::bmm"))
-    return {"forward": forward * 1000, "attention": attention, "matmul": matmul,
-            "other": forward * 1000 - attention - matmul, "sampler": sampler * 1000}
+    return {
+        "forward": forward * 1000,
+        "attention": attention,
+        "matmul": matmul,
+        "other": forward * 1000 - attention - matmul,
+        "sampler": sampler * 1000,
+    }
 
 
 def main() -> None:
@@ -129,8 +144,8 @@ def main() -> None:
     parser.add_argument("--skip-previous", action="store_true", help="leave out the previous engine's row (slow)")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
-    from tasks.resources import bench_tasks
     from configs.schema import EnvConfig
+    from tasks.resources import bench_tasks
 
     model = args.model or default_model()
     tasks = bench_tasks(EnvConfig(), args.split)[: args.tasks]
@@ -151,30 +166,40 @@ def main() -> None:
     engine.continuous_batching = True
     if not args.skip_previous:
         rows["previous engine (hf, float32)"] = engine_run(fp32, specs, sampling, args.max_rounds)
-    prompts = [engine.start(HarnessRuntime(h0, task_fields(t)).opening_messages()[0]).token_ids
-               for t in tasks for _ in range(args.k)]
+    prompts = [
+        engine.start(HarnessRuntime(h0, task_fields(t)).opening_messages()[0]).token_ids
+        for t in tasks
+        for _ in range(args.k)
+    ]
     rows["plain fp32 generate, first turn"] = plain_generate(fp32, prompts, sampling)
 
     bandwidth = read_bandwidth()
     weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
     limit = bandwidth / weight_bytes * len(specs)
     plain = rows["plain fp32 generate, first turn"]["tokens"] / rows["plain fp32 generate, first turn"]["seconds"]
-    print(f"model {model}; {len(tasks)} {args.split} tasks x K={args.k} at once, up to {args.max_rounds} rounds, "
-          f"max_new_tokens {args.max_new_tokens}, {args.device}, {torch.get_num_threads()} threads")
+    print(
+        f"model {model}; {len(tasks)} {args.split} tasks x K={args.k} at once, up to {args.max_rounds} rounds, "
+        f"max_new_tokens {args.max_new_tokens}, {args.device}, {torch.get_num_threads()} threads"
+    )
     print(f"{'row':34} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'vs plain':>8} {'turns/episode':>13}")
     for name, r in rows.items():
         rate = r["tokens"] / r["seconds"]
         turns = f"{r['turns']:13.2f}" if "turns" in r else f"{'1':>13}"
         print(f"{name:34} {r['tokens']:7d} {r['seconds']:8.1f} {rate:7.1f} {rate / plain:7.2f}x {turns}")
     first = next(iter(rows.values()))
-    print(f"read bandwidth {bandwidth / 1e9:.1f} GB/s, engine weights {weight_bytes / 1e6:.0f} MB: physical decode limit "
-          f"{limit:.0f} tok/s at batch {len(specs)}; the engine reaches {100 * first['tokens'] / first['seconds'] / limit:.1f}%")
+    print(
+        f"read bandwidth {bandwidth / 1e9:.1f} GB/s, engine weights {weight_bytes / 1e6:.0f} MB: physical decode limit "
+        f"{limit:.0f} tok/s at batch {len(specs)}; "
+        f"the engine reaches {100 * first['tokens'] / first['seconds'] / limit:.1f}%"
+    )
     print(f"engine time in the environment (all rollouts, summed): {first['env_s']:.3f} s")
     for context in (512, 1536):
         p = decode_step_profile(engine, len(specs), context)
-        print(f"one decode step, batch {len(specs)}, context {context}: forward {p['forward']:.0f} ms (attention "
-              f"{p['attention']:.0f}, matmul {p['matmul']:.0f}, other {p['other']:.0f}), sampler {p['sampler']:.0f} ms; "
-              f"reading the weights once takes {weight_bytes / bandwidth * 1000:.0f} ms")
+        print(
+            f"one decode step, batch {len(specs)}, context {context}: forward {p['forward']:.0f} ms (attention "
+            f"{p['attention']:.0f}, matmul {p['matmul']:.0f}, other {p['other']:.0f}), sampler {p['sampler']:.0f} ms; "
+            f"reading the weights once takes {weight_bytes / bandwidth * 1000:.0f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -67,9 +67,16 @@ def build_model(model_name: str, device: str, dtype: str):
 
         hidden, layers, heads, kv, mlp, vocab = RANDOM_SHAPES[model_name.split(":", 1)[1]]
         torch.manual_seed(0)
-        cfg = Qwen2Config(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                          num_key_value_heads=kv, intermediate_size=mlp, vocab_size=vocab, max_position_embeddings=4096,
-                          tie_word_embeddings=True)
+        cfg = Qwen2Config(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv,
+            intermediate_size=mlp,
+            vocab_size=vocab,
+            max_position_embeddings=4096,
+            tie_word_embeddings=True,
+        )
         return Qwen2ForCausalLM(cfg).to(dtype=getattr(torch, dtype), device=device).eval(), 0
     from rl.transformers_policy import TransformersPolicy
 
@@ -98,7 +105,7 @@ def matmul_peak(device: str) -> float:
         start = time.perf_counter()
         (a @ a).sum().item()
         best = min(best, time.perf_counter() - start)
-    return 2 * 2048 ** 3 / best
+    return 2 * 2048**3 / best
 
 
 def update_flops(model, seqs) -> float:
@@ -162,16 +169,32 @@ def main() -> None:
     import torch
 
     peak = matmul_peak(args.device)
-    print(f"one GRPO update on 8 x 1024 tokens ({8 * 384} of them sampled, loss mask 1), model {args.model}, "
-          f"{args.device}, {torch.get_num_threads()} threads; bf16 2048^3 matmul peak {peak / 1e9:.0f} GFLOP/s")
+    print(
+        f"one GRPO update on 8 x 1024 tokens ({8 * 384} of them sampled, loss mask 1), model {args.model}, "
+        f"{args.device}, {torch.get_num_threads()} threads; bf16 2048^3 matmul peak {peak / 1e9:.0f} GFLOP/s"
+    )
     peak_kind = "CUDA peak GiB" if args.device.startswith("cuda") else "peak RSS GiB"
-    print(f"{'backend':9} {'setting':26} {'old lp s':>8} {'fwd+bwd s':>9} {'optim s':>7} {'total s':>8} {'speed-up':>8} "
-          f"{'% bf16 peak':>11} {peak_kind:>13}")
+    print(
+        f"{'backend':9} {'setting':26} {'old lp s':>8} {'fwd+bwd s':>9} {'optim s':>7} {'total s':>8} {'speed-up':>8} "
+        f"{'% bf16 peak':>11} {peak_kind:>13}"
+    )
     baseline = None
     for backend in args.backends.split(","):
         for name in args.settings.split(";"):
-            out = subprocess.run([sys.executable, __file__, "--model", args.model, "--device", args.device,
-                                  "--only", f"{backend}|{name}"], capture_output=True, text=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--model",
+                    args.model,
+                    "--device",
+                    args.device,
+                    "--only",
+                    f"{backend}|{name}",
+                ],
+                capture_output=True,
+                text=True,
+            )
             if out.returncode != 0:
                 last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else str(out.returncode)
                 print(f"{backend:9} {name:26} failed: {last}")
@@ -179,9 +202,12 @@ def main() -> None:
             s = json.loads(out.stdout.strip().splitlines()[-1])
             baseline = baseline or s["seconds_total"]
             memory = s.get("peak_cuda_gib", s["peak_rss_gib"])
-            print(f"{backend:9} {name:26} {s['seconds_old_logprobs']:8.1f} {s['seconds_forward_backward']:9.1f} "
-                  f"{s['seconds_optimizer']:7.2f} {s['seconds_total']:8.1f} {baseline / s['seconds_total']:7.2f}x "
-                  f"{100 * s['flops'] / s['seconds_total'] / peak:10.1f}% {memory:13.2f}", flush=True)
+            print(
+                f"{backend:9} {name:26} {s['seconds_old_logprobs']:8.1f} {s['seconds_forward_backward']:9.1f} "
+                f"{s['seconds_optimizer']:7.2f} {s['seconds_total']:8.1f} {baseline / s['seconds_total']:7.2f}x "
+                f"{100 * s['flops'] / s['seconds_total'] / peak:10.1f}% {memory:13.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TRL_VENV = ROOT / ".venv-trl"
 TRL_PIN = "trl==1.16.0"
-PROMPT = [{"role": "user", "content": "Table orders(id, customer, total). Write one SQL query that returns the "
-                                      "number of orders whose total is above 100."}]
+PROMPT = [
+    {
+        "role": "user",
+        "content": "Table orders(id, customer, total). Write one SQL query that returns the "
+        "number of orders whose total is above 100.",
+    }
+]
 STEPS, K, MAX_NEW, LR, TEMPERATURE, TOP_P = 3, 8, 128, 1e-5, 0.8, 0.95
 
 
@@ -57,8 +62,9 @@ def ours(model_dir: str) -> list[float]:
     from rl.transformers_policy import TransformersPolicy
 
     policy = TransformersPolicy(model_dir, dtype="float32", shared=False)
-    trainer = TorchTrainer(policy.model, TrainerSettings(lr=LR, micro_batch=8, temperature=TEMPERATURE,
-                                                         dtype="bfloat16"), policy.pad_id)
+    trainer = TorchTrainer(
+        policy.model, TrainerSettings(lr=LR, micro_batch=8, temperature=TEMPERATURE, dtype="bfloat16"), policy.pad_id
+    )
     policy.model = rollout_copy(trainer.model, "bfloat16")
     times = []
     for step in range(STEPS):
@@ -67,15 +73,19 @@ def ours(model_dir: str) -> list[float]:
         prompt_len = len(sessions[0].token_ids)
         gens = policy.generate(sessions, Sampling(TEMPERATURE, TOP_P, MAX_NEW, seed=step))
         adv = group_advantages(torch.tensor([reward(g.text) for g in gens])).tolist()
-        seqs = [TrainSequence(s.token_ids, [0] * prompt_len + [1] * len(g.token_ids),
-                              [float("nan")] * prompt_len + g.logprobs, a) for s, g, a in zip(sessions, gens, adv)]
+        seqs = [
+            TrainSequence(
+                s.token_ids, [0] * prompt_len + [1] * len(g.token_ids), [float("nan")] * prompt_len + g.logprobs, a
+            )
+            for s, g, a in zip(sessions, gens, adv)
+        ]
         trainer.update(seqs)
         sync_weights(trainer.model, policy.model)
         times.append(time.perf_counter() - start)
     return times
 
 
-TRL_CHILD = r'''
+TRL_CHILD = r"""
 import json, sys, time
 from datasets import Dataset
 from transformers import TrainerCallback
@@ -94,17 +104,23 @@ data = Dataset.from_list([{"prompt": prompt}] * (steps * k))
 trainer = GRPOTrainer(model=model_dir, reward_funcs=reward, args=cfg, train_dataset=data, callbacks=[Clock()])
 trainer.train()
 print(json.dumps({"times": Clock.times, "bf16": cfg.bf16}))
-'''
+"""
 
 
 def trl(model_dir: str) -> dict:
     python = TRL_VENV / "bin" / "python"
     if not python.exists():
-        raise SystemExit(f"{TRL_VENV} is missing: run `.venv/bin/python {Path(__file__).relative_to(ROOT)} --setup` first")
+        raise SystemExit(
+            f"{TRL_VENV} is missing: run `.venv/bin/python {Path(__file__).relative_to(ROOT)} --setup` first"
+        )
     with tempfile.TemporaryDirectory() as out:
         arg = json.dumps([model_dir, out, PROMPT, STEPS, K, MAX_NEW, LR, TEMPERATURE, TOP_P])
-        run = subprocess.run([str(python), "-c", TRL_CHILD, arg], capture_output=True, text=True,
-                             env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+        run = subprocess.run(
+            [str(python), "-c", TRL_CHILD, arg],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"},
+        )
     if run.returncode != 0:
         raise SystemExit("TRL failed: " + (run.stderr.strip().splitlines() or ["?"])[-1])
     return json.loads(run.stdout.strip().splitlines()[-1])
@@ -124,12 +140,16 @@ def main() -> None:
     model_dir = str(resolve_model("smollm2-135m"))
     theirs = trl(model_dir)
     mine = ours(model_dir)
-    print(f"GRPO step: 1 prompt x {K} completions, <= {MAX_NEW} new tokens, lr {LR}, {STEPS} steps; "
-          f"cpu, {torch.get_num_threads()} threads")
+    print(
+        f"GRPO step: 1 prompt x {K} completions, <= {MAX_NEW} new tokens, lr {LR}, {STEPS} steps; "
+        f"cpu, {torch.get_num_threads()} threads"
+    )
     print(f"{'trainer':28} {'step 1 s':>9} {'later steps s (mean)':>21}")
     later = {}
-    for name, times in ((f"TRL {TRL_PIN.split('==')[1]} (bf16={theirs['bf16']})", theirs["times"]),
-                        ("harness-s (lean, bf16)", mine)):
+    for name, times in (
+        (f"TRL {TRL_PIN.split('==')[1]} (bf16={theirs['bf16']})", theirs["times"]),
+        ("harness-s (lean, bf16)", mine),
+    ):
         later[name] = sum(times[1:]) / max(len(times) - 1, 1)
         print(f"{name:28} {times[0]:9.1f} {later[name]:21.1f}")
     a, b = later.values()

@@ -30,7 +30,7 @@ from rl.transformers_policy import TransformersPolicy  # noqa: E402
 def run_in_batches(policy, specs, sampling, max_rounds, batch):
     results = []
     for start in range(0, len(specs), batch):
-        results += run_rollouts(policy, specs[start:start + batch], DbBenchEnv, sampling, max_rounds=max_rounds)
+        results += run_rollouts(policy, specs[start : start + batch], DbBenchEnv, sampling, max_rounds=max_rounds)
         print(f"  {len(results)}/{len(specs)} rollouts", flush=True)
     return results
 
@@ -51,8 +51,9 @@ def main() -> None:
     tasks = [t for tier in TIERS for t in load_split("train", tiers=(tier,))[: args.per_tier]]
     started = time.perf_counter()
     print(f"H0: {len(tasks)} tasks x {args.k} rollouts")
-    h0_results = run_in_batches(policy, [RolloutSpec(t, h0, i) for t in tasks for i in range(args.k)], sampling,
-                                args.max_rounds, args.batch)
+    h0_results = run_in_batches(
+        policy, [RolloutSpec(t, h0, i) for t in tasks for i in range(args.k)], sampling, args.max_rounds, args.batch
+    )
     wins = defaultdict(list)
     for r in h0_results:
         wins[r.bench_task_id].append(r.verdict.success)
@@ -66,15 +67,19 @@ def main() -> None:
         if r.verdict.success:
             rescued.add(r.bench_task_id)
             by_sibling[names[r.harness_id]] += 1
-    print(f"\nmodel {args.model}, K={args.k}, max_rounds {args.max_rounds}, max_new_tokens {args.max_new_tokens}, "
-          f"{time.perf_counter() - started:.0f} s")
+    print(
+        f"\nmodel {args.model}, K={args.k}, max_rounds {args.max_rounds}, max_new_tokens {args.max_new_tokens}, "
+        f"{time.perf_counter() - started:.0f} s"
+    )
     print(f"{'tier':8} {'tasks':>5} {'H0 success %':>13} {'dead groups %':>14} {'dead rescued %':>15}")
     for tier in (*TIERS, "all"):
         group = [t for t in tasks if tier == "all" or t.tier == tier]
         d = [t for t in group if t in dead]
         success = 100 * sum(sum(wins[t.id]) for t in group) / (len(group) * args.k)
-        print(f"{tier:8} {len(group):5d} {success:13.1f} {100 * len(d) / len(group):14.1f} "
-              f"{100 * sum(t.id in rescued for t in d) / max(len(d), 1):15.1f}")
+        print(
+            f"{tier:8} {len(group):5d} {success:13.1f} {100 * len(d) / len(group):14.1f} "
+            f"{100 * sum(t.id in rescued for t in d) / max(len(d), 1):15.1f}"
+        )
     print("successful rescue rollouts per sibling:", dict(by_sibling))
     kinds = defaultdict(int)
     for r in h0_results:

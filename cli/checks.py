@@ -67,15 +67,18 @@ def check_training_split(data_dir: str | None, missing_ok: bool = False) -> None
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise DataError(f"{path} line {number} is not UTF-8 text (byte 0x{raw[exc.start]:02x}): "
-                                f"{REBUILD}") from None
+                raise DataError(
+                    f"{path} line {number} is not UTF-8 text (byte 0x{raw[exc.start]:02x}): {REBUILD}"
+                ) from None
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataError(f"{path} line {number} is not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno}): "
-                                f"{REBUILD}") from None
+                raise DataError(
+                    f"{path} line {number} is not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno}): "
+                    f"{REBUILD}"
+                ) from None
             try:
                 if not isinstance(record, dict):
                     raise TypeError(f"a JSON {type(record).__name__}, not an object")
@@ -97,6 +100,7 @@ def read_utf8(path: Path, error: type[Exception]) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise error(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); save the file "
-                    "as UTF-8") from None
+        line = data[: exc.start].count(b"\n") + 1
+        raise error(
+            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); save the file as UTF-8"
+        ) from None

@@ -13,9 +13,18 @@ from cli.errors import user_errors
 
 
 @user_errors
-def copy_cmd(to: Annotated[str, typer.Option("--to", help="Target database URL (migrated first), e.g. "
-                                             "postgresql+psycopg://postgres@127.0.0.1:5432/harness_s")],
-             from_: Annotated[Optional[str], typer.Option("--from", help="Source; default $HS_DATABASE_URL or .hs/hs.db")] = None):
+def copy_cmd(
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help="Target database URL (migrated first), e.g. postgresql+psycopg://postgres@127.0.0.1:5432/harness_s",
+        ),
+    ],
+    from_: Annotated[
+        Optional[str], typer.Option("--from", help="Source; default $HS_DATABASE_URL or .hs/hs.db")
+    ] = None,
+):
     """Copy every row into another database; run it again and nothing is duplicated."""
     from cli.checks import open_database
     from db.copy import copy_database
@@ -24,8 +33,9 @@ def copy_cmd(to: Annotated[str, typer.Option("--to", help="Target database URL (
     source = open_database(from_, write=False)
     target = open_database(to, write=True)
     console = Console()
-    with Progress(TextColumn("[bold]{task.description:>22}"), BarColumn(), MofNCompleteColumn(),
-                  console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description:>22}"), BarColumn(), MofNCompleteColumn(), console=console, transient=True
+    ) as bar:
         bars: dict[str, int] = {}
 
         def on_rows(table: str, done: int, total: int) -> None:
@@ -41,5 +51,7 @@ def copy_cmd(to: Annotated[str, typer.Option("--to", help="Target database URL (
     for name, n in copied.items():
         summary.add_row(name, f"{n:,}")
     console.print(summary)
-    console.print(f"copied {sum(copied.values()):,} rows in {len(copied)} tables; running it again changes nothing",
-                  highlight=False)
+    console.print(
+        f"copied {sum(copied.values()):,} rows in {len(copied)} tables; running it again changes nothing",
+        highlight=False,
+    )

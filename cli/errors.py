@@ -31,6 +31,7 @@ def user_errors(fn):
 
 def flow_failed(what: str, exc: BaseException, hint: str = "") -> NoReturn:
     """A flow raised: Prefect has logged the traceback and rows already written stay; one line, exit 1."""
-    Console(stderr=True).print(f"[red]error:[/red] {what} failed: {exc}{'; ' + hint if hint else ''}",
-                               highlight=False, soft_wrap=True)
+    Console(stderr=True).print(
+        f"[red]error:[/red] {what} failed: {exc}{'; ' + hint if hint else ''}", highlight=False, soft_wrap=True
+    )
     raise typer.Exit(1) from None

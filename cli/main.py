@@ -21,19 +21,23 @@ from rich.console import Console  # noqa: E402
 from cli import prefect_guard, views  # noqa: E402
 from cli.errors import flow_failed, user_errors  # noqa: E402
 from cli.options import DatabaseUrl, Sets  # noqa: E402
-from cli.preflight import check_launch, eval_preflight, train_preflight  # noqa: E402
 from cli.pool import pool_app  # noqa: E402
+from cli.preflight import check_launch, eval_preflight, train_preflight  # noqa: E402
 
 prefect_guard.install()  # a temporary Prefect API started by this process dies with it, even on kill -9
 
-app = typer.Typer(help="harness-s: learning from sibling harnesses.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="harness-s: learning from sibling harnesses.", no_args_is_help=True, pretty_exceptions_enable=False
+)
 db_app = typer.Typer(help="Trajectory database.", no_args_is_help=True)
 env_app = typer.Typer(help="Benchmark environments.", no_args_is_help=True)
 data_app = typer.Typer(help="Benchmark data.", no_args_is_help=True)
 traj_app = typer.Typer(help="Inspect stored trajectories.", no_args_is_help=True)
-report_app = typer.Typer(help="Reports from the database: the RQ1-RQ6 report (--run), or a subcommand.",
-                         no_args_is_help=True, invoke_without_command=True)
+report_app = typer.Typer(
+    help="Reports from the database: the RQ1-RQ6 report (--run), or a subcommand.",
+    no_args_is_help=True,
+    invoke_without_command=True,
+)
 harness_app = typer.Typer(help="Harness files: check, patch.", no_args_is_help=True)
 profiles_app = typer.Typer(help="Behaviour profiles of siblings (induced at every re-anchor).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -57,8 +61,14 @@ def _benchmark(name: str) -> str:
 
 @db_app.command("upgrade")
 @user_errors
-def db_upgrade(url: Annotated[Optional[str], typer.Option(
-        "--database-url", "--url", help="Database URL; default $HS_DATABASE_URL or .hs/hs.db (--url: the old name)")] = None):
+def db_upgrade(
+    url: Annotated[
+        Optional[str],
+        typer.Option(
+            "--database-url", "--url", help="Database URL; default $HS_DATABASE_URL or .hs/hs.db (--url: the old name)"
+        ),
+    ] = None,
+):
     """Create or migrate the trajectory database to the latest schema."""
     from cli.checks import open_database
     from db.engine import mask_url, upgrade
@@ -70,10 +80,12 @@ def db_upgrade(url: Annotated[Optional[str], typer.Option(
 
 @env_app.command("check-gold")
 @user_errors
-def check_gold(benchmark: str = typer.Argument("dbbench"),
-               split: Annotated[str, typer.Option(help="dev or standard")] = "dev",
-               backend: Annotated[str, typer.Option(help="sqlite or mysql")] = "sqlite",
-               limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None):
+def check_gold(
+    benchmark: str = typer.Argument("dbbench"),
+    split: Annotated[str, typer.Option(help="dev or standard")] = "dev",
+    backend: Annotated[str, typer.Option(help="sqlite or mysql")] = "sqlite",
+    limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None,
+):
     """Replay the gold answers through the environment and verifier; prints agreement per type."""
     from envs.dbbench.gold import check_gold as run_check
 
@@ -85,11 +97,15 @@ def check_gold(benchmark: str = typer.Argument("dbbench"),
 
 @data_app.command("build-train")
 @user_errors
-def build_train(benchmark: str = typer.Argument("dbbench"),
-                seed: Annotated[int, typer.Option(help="Generator seed")] = 0,
-                n_tasks: Annotated[int, typer.Option("--n", help="Number of tasks")] = 400,
-                tiers: Annotated[str, typer.Option(help="Difficulty tiers, e.g. easy,medium,hard")] = "easy,medium,hard",
-                out: Annotated[Optional[Path], typer.Option(help="Output JSONL; default $HS_GENERATED_DIR/dbbench/train.jsonl")] = None):
+def build_train(
+    benchmark: str = typer.Argument("dbbench"),
+    seed: Annotated[int, typer.Option(help="Generator seed")] = 0,
+    n_tasks: Annotated[int, typer.Option("--n", help="Number of tasks")] = 400,
+    tiers: Annotated[str, typer.Option(help="Difficulty tiers, e.g. easy,medium,hard")] = "easy,medium,hard",
+    out: Annotated[
+        Optional[Path], typer.Option(help="Output JSONL; default $HS_GENERATED_DIR/dbbench/train.jsonl")
+    ] = None,
+):
     """Generate the training split over the real tables (never reusing a test description)."""
     from cli.checks import check_output_folder
     from configs.schema import ConfigError
@@ -98,13 +114,17 @@ def build_train(benchmark: str = typer.Argument("dbbench"),
 
     _benchmark(benchmark)
     if n_tasks < MIN_TASKS:
-        raise ConfigError(f"--n {n_tasks}: the training split needs at least {MIN_TASKS} tasks; give --n "
-                          f"{MIN_TASKS} or more (default 400)")
+        raise ConfigError(
+            f"--n {n_tasks}: the training split needs at least {MIN_TASKS} tasks; give --n "
+            f"{MIN_TASKS} or more (default 400)"
+        )
     target = out or Path(os.environ.get("HS_GENERATED_DIR", ".hs/data")) / "dbbench" / "train.jsonl"
     check_output_folder(target, "the training split", "pass --out or set HS_GENERATED_DIR to a writable folder")
     records = build_train_split(target, seed=seed, n_tasks=n_tasks, tiers=parse_tiers(tiers))
     counts = {t: sum(r["tier"] == t for r in records) for t in parse_tiers(tiers)}
-    console.print(f"wrote {len(records)} training tasks to {target} ({', '.join(f'{k}: {v}' for k, v in counts.items())})")
+    console.print(
+        f"wrote {len(records)} training tasks to {target} ({', '.join(f'{k}: {v}' for k, v in counts.items())})"
+    )
 
 
 @app.command("eval")
@@ -117,15 +137,30 @@ def eval_cmd(
     k: Annotated[Optional[int], typer.Option(help="Rollouts per task and seed")] = None,
     seeds: Annotated[Optional[int], typer.Option(help="Independent runs")] = None,
     limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None,
-    every: Annotated[Optional[int], typer.Option(help="Every Nth task (a stratified subsample of type-sorted splits)")] = None,
+    every: Annotated[
+        Optional[int], typer.Option(help="Every Nth task (a stratified subsample of type-sorted splits)")
+    ] = None,
     backend: Annotated[Optional[str], typer.Option(help="SQL backend: sqlite or mysql")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Policy model: built-in name, checkpoint name or HF directory")] = None,
-    checkpoint: Annotated[Optional[str], typer.Option(help="Checkpoint name from the registry to evaluate (also the label recorded with every trajectory)")] = None,
-    tiers: Annotated[Optional[str], typer.Option(help="Training-split tiers when --split train, e.g. easy,medium")] = None,
+    model: Annotated[
+        Optional[str], typer.Option(help="Policy model: built-in name, checkpoint name or HF directory")
+    ] = None,
+    checkpoint: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Checkpoint name from the registry to evaluate (also the label recorded with every trajectory)"
+        ),
+    ] = None,
+    tiers: Annotated[
+        Optional[str], typer.Option(help="Training-split tiers when --split train, e.g. easy,medium")
+    ] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Rollout groups in flight")] = None,
-    routing: Annotated[Optional[str], typer.Option(help="h0 (default) or rank1: each task under the router's top harness")] = None,
+    routing: Annotated[
+        Optional[str], typer.Option(help="h0 (default) or rank1: each task under the router's top harness")
+    ] = None,
     pool: Annotated[Optional[str], typer.Option(help="rank1: sibling harnesses, comma-separated")] = None,
-    profiles_run: Annotated[Optional[str], typer.Option("--profiles-run", help="rank1: training run whose profiles to use")] = None,
+    profiles_run: Annotated[
+        Optional[str], typer.Option("--profiles-run", help="rank1: training run whose profiles to use")
+    ] = None,
     database_url: DatabaseUrl = None,
     set_: Sets = None,
 ):
@@ -133,17 +168,29 @@ def eval_cmd(
     from configs.schema import EvalConfig, load_config
 
     _benchmark(benchmark)
-    overrides = {"split": split, "harness": harness, "k": k, "seeds": seeds, "limit": limit, "every": every,
-                 "env.backend": backend, "policy.model": model or checkpoint, "group_concurrency": concurrency,
-                 "checkpoint": checkpoint, "tiers": tiers.split(",") if tiers else None, "routing": routing,
-                 "pool": pool.split(",") if pool else None, "profiles_run": profiles_run}
+    overrides = {
+        "split": split,
+        "harness": harness,
+        "k": k,
+        "seeds": seeds,
+        "limit": limit,
+        "every": every,
+        "env.backend": backend,
+        "policy.model": model or checkpoint,
+        "group_concurrency": concurrency,
+        "checkpoint": checkpoint,
+        "tiers": tiers.split(",") if tiers else None,
+        "routing": routing,
+        "pool": pool.split(",") if pool else None,
+        "profiles_run": profiles_run,
+    }
     cfg = load_config(EvalConfig, config, overrides, set_)
     eval_preflight(cfg, database_url)
     from flows.evaluate import evaluate
 
     try:
         result = evaluate(cfg, database_url=database_url)
-    except Exception as exc:  # Prefect has logged the traceback; rows already written are kept
+    except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; rows already written are kept
         flow_failed("evaluation", exc)
     views.print_metrics(console, cfg, result)
 
@@ -164,8 +211,7 @@ def sft_cmd(
     from configs.schema import SftConfig, load_config
     from envs.dbbench.data import parse_tiers
 
-    overrides = {"steps": steps, "lora": lora, "n_tasks": n_tasks,
-                 "tiers": list(parse_tiers(tiers)) if tiers else None}
+    overrides = {"steps": steps, "lora": lora, "n_tasks": n_tasks, "tiers": list(parse_tiers(tiers)) if tiers else None}
     cfg = load_config(SftConfig, config, overrides, set_)
     check_training_split(cfg.env.data_dir)
     open_database(database_url, write=True)
@@ -173,11 +219,13 @@ def sft_cmd(
 
     try:
         result = sft(cfg, database_url=database_url)
-    except Exception as exc:  # Prefect has logged the traceback; the registry never holds half a checkpoint
+    except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; the registry never holds half a checkpoint
         flow_failed("warm start", exc)
-    console.print(f"checkpoint {result['checkpoint']} ({result['demonstrations']} demonstrations, "
-                  f"{len(result['failed_replays'])} failed replays); held-out loss "
-                  f"{result['heldout_loss_before']} -> {result['heldout_loss_after']}")
+    console.print(
+        f"checkpoint {result['checkpoint']} ({result['demonstrations']} demonstrations, "
+        f"{len(result['failed_replays'])} failed replays); held-out loss "
+        f"{result['heldout_loss_before']} -> {result['heldout_loss_after']}"
+    )
     console.print(f"evaluate it: hs eval --model {result['checkpoint']} --checkpoint {result['checkpoint']}")
 
 
@@ -189,7 +237,9 @@ def train_cmd(
     updates: Annotated[Optional[int], typer.Option(help="GRPO updates (raise it to extend a finished run)")] = None,
     batch_tasks: Annotated[Optional[int], typer.Option("--batch-tasks", help="Benchmark tasks per update")] = None,
     k: Annotated[Optional[int], typer.Option(help="Rollouts per group")] = None,
-    init: Annotated[Optional[str], typer.Option(help="Starting weights (model or checkpoint name); disables warm_start")] = None,
+    init: Annotated[
+        Optional[str], typer.Option(help="Starting weights (model or checkpoint name); disables warm_start")
+    ] = None,
     database_url: DatabaseUrl = None,
     set_: Sets = None,
 ):
@@ -216,7 +266,7 @@ def train_cmd(
 
     try:
         result = train(cfg, database_url=database_url)
-    except Exception as exc:  # Prefect has logged the traceback; finished updates are saved and resume
+    except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; finished updates are saved and resume
         flow_failed("training", exc, "start the same command again to resume from the last finished update")
     finally:
         stop_workers()
@@ -225,13 +275,19 @@ def train_cmd(
 
 @report_app.callback()
 @user_errors
-def report(ctx: typer.Context,
-           run: Annotated[Optional[str], typer.Option(help="The method's pipeline (or training) run: id or name")] = None,
-           baseline: Annotated[Optional[list[str]], typer.Option(
-               help="A run to compare with (pipeline or training run, id or name); repeat for several")] = None,
-           out: Annotated[Path, typer.Option(help="Folder for report.md and the PNG figures")] = Path("reports/latest"),
-           database_url: DatabaseUrl = None):
-    """RQ1-RQ6 and the three phenomena as one markdown report with figures: hs report --run ID --baseline RUN --out DIR."""
+def report(
+    ctx: typer.Context,
+    run: Annotated[Optional[str], typer.Option(help="The method's pipeline (or training) run: id or name")] = None,
+    baseline: Annotated[
+        Optional[list[str]],
+        typer.Option(help="A run to compare with (pipeline or training run, id or name); repeat for several"),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for report.md and the PNG figures")] = Path("reports/latest"),
+    database_url: DatabaseUrl = None,
+):
+    """RQ1-RQ6 and the three phenomena as one markdown report with figures.
+
+    hs report --run ID --baseline RUN --out DIR"""
     if ctx.invoked_subcommand is not None:
         return
     if run is None:
@@ -247,14 +303,19 @@ def report(ctx: typer.Context,
         built = build_report(session, run, list(baseline or []))
     command = " ".join(["hs report", f"--run {run}", *[f"--baseline {b}" for b in baseline or []], f"--out {out}"])
     path = write_report(built, out, command)
-    console.print(f"wrote {path} ({len(list(out.glob('*.png')))} figures) comparing "
-                  + ", ".join(m.label for m in built.methods), highlight=False, soft_wrap=True)
+    console.print(
+        f"wrote {path} ({len(list(out.glob('*.png')))} figures) comparing " + ", ".join(m.label for m in built.methods),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @report_app.command("training")
 @user_errors
-def report_training(run_ids: Annotated[Optional[list[str]], typer.Argument(help="Training run ids; none: list them")] = None,
-                    database_url: DatabaseUrl = None):
+def report_training(
+    run_ids: Annotated[Optional[list[str]], typer.Argument(help="Training run ids; none: list them")] = None,
+    database_url: DatabaseUrl = None,
+):
     """Training runs side by side: valid groups, effective tokens, rescues, rollouts, H0 validation."""
     from sqlalchemy import select
 
@@ -276,11 +337,13 @@ def report_training(run_ids: Annotated[Optional[list[str]], typer.Argument(help=
 
 @traj_app.command("list")
 @user_errors
-def traj_list(run: Annotated[Optional[str], typer.Option(help="Run id")] = None,
-              task: Annotated[Optional[str], typer.Option(help="Benchmark task id, e.g. dbbench/dev/0003")] = None,
-              success: Annotated[Optional[bool], typer.Option("--success/--failed", help="Filter by outcome")] = None,
-              limit: Annotated[int, typer.Option(help="Rows")] = 30,
-              database_url: DatabaseUrl = None):
+def traj_list(
+    run: Annotated[Optional[str], typer.Option(help="Run id")] = None,
+    task: Annotated[Optional[str], typer.Option(help="Benchmark task id, e.g. dbbench/dev/0003")] = None,
+    success: Annotated[Optional[bool], typer.Option("--success/--failed", help="Filter by outcome")] = None,
+    limit: Annotated[int, typer.Option(help="Rows")] = 30,
+    database_url: DatabaseUrl = None,
+):
     """List trajectories, newest first."""
     from cli.checks import open_database
     from db import store
@@ -294,9 +357,11 @@ def traj_list(run: Annotated[Optional[str], typer.Option(help="Run id")] = None,
 
 @traj_app.command("show")
 @user_errors
-def traj_show(trajectory_id: str,
-              tokens: Annotated[bool, typer.Option(help="Also print token ids with their loss mask")] = False,
-              database_url: DatabaseUrl = None):
+def traj_show(
+    trajectory_id: str,
+    tokens: Annotated[bool, typer.Option(help="Also print token ids with their loss mask")] = False,
+    database_url: DatabaseUrl = None,
+):
     """Show one trajectory turn by turn; masked (non-policy) spans are dimmed, policy text is green."""
     from cli.checks import open_database
     from db import store
@@ -331,7 +396,7 @@ def evolve_cmd(
 
     try:
         result = evolve(cfg, database_url=database_url)
-    except Exception as exc:  # Prefect has logged the traceback; finished runs persist and are skipped next time
+    except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; finished runs persist and are skipped next time
         flow_failed("evolution", exc, "start the same command again to resume")
     views.print_evolution(console, result)
 
@@ -341,7 +406,9 @@ def evolve_cmd(
 def pool_report_cmd(
     version: str = typer.Argument(..., help="Pool version (hs pool list)"),
     warm_start: Annotated[Optional[str], typer.Option(help="SFT config whose checkpoint is the policy")] = None,
-    model: Annotated[Optional[str], typer.Option(help="Policy model or checkpoint name (instead of --warm-start)")] = None,
+    model: Annotated[
+        Optional[str], typer.Option(help="Policy model or checkpoint name (instead of --warm-start)")
+    ] = None,
     n_tasks: Annotated[Optional[int], typer.Option("--n-tasks", help="Training tasks to report on")] = None,
     k: Annotated[Optional[int], typer.Option(help="Rollouts per sibling and task (H0 gets k x siblings)")] = None,
     database_url: DatabaseUrl = None,
@@ -365,10 +432,12 @@ def pool_report_cmd(
 
 @profiles_app.command("show")
 @user_errors
-def profiles_show(harness: str = typer.Argument(..., help="Harness name or id prefix"),
-                  version: Annotated[Optional[int], typer.Option(help="Profile version (re-anchor step); default newest")] = None,
-                  run: Annotated[Optional[str], typer.Option(help="Training run id; default the newest with profiles")] = None,
-                  database_url: DatabaseUrl = None):
+def profiles_show(
+    harness: str = typer.Argument(..., help="Harness name or id prefix"),
+    version: Annotated[Optional[int], typer.Option(help="Profile version (re-anchor step); default newest")] = None,
+    run: Annotated[Optional[str], typer.Option(help="Training run id; default the newest with profiles")] = None,
+    database_url: DatabaseUrl = None,
+):
     """A sibling's prefer/avoid entries with their evidence, as induced at one re-anchor."""
     from sqlalchemy import select
 
@@ -378,7 +447,9 @@ def profiles_show(harness: str = typer.Argument(..., help="Harness name or id pr
 
     url = open_database(database_url, write=False)
     with session_scope(make_engine(url)) as session:
-        ids = session.scalars(select(Harness.id).where((Harness.name == harness) | Harness.id.startswith(harness))).all()
+        ids = session.scalars(
+            select(Harness.id).where((Harness.name == harness) | Harness.id.startswith(harness))
+        ).all()
         query = select(ProfileVersion).where(ProfileVersion.harness_id.in_(ids))
         if run:
             query = query.where(ProfileVersion.run_id == run)
@@ -386,16 +457,20 @@ def profiles_show(harness: str = typer.Argument(..., help="Harness name or id pr
             query = query.where(ProfileVersion.version == version)
         rows = session.scalars(query.order_by(ProfileVersion.created_at.desc(), ProfileVersion.version.desc())).all()
         if not rows:
-            raise LookupError(f"no behaviour profile for '{harness}'{f' in run {run}' if run else ''}"
-                              f"{f' at version {version}' if version is not None else ''}: profiles are induced at "
-                              "the re-anchors of `hs train`; list runs with `hs report training`")
+            raise LookupError(
+                f"no behaviour profile for '{harness}'{f' in run {run}' if run else ''}"
+                f"{f' at version {version}' if version is not None else ''}: profiles are induced at "
+                "the re-anchors of `hs train`; list runs with `hs report training`"
+            )
         views.print_profile(console, rows[0])
 
 
 @harness_app.command("check")
 @user_errors
-def harness_check(path: Path = typer.Argument(..., help="Harness YAML, or a patch YAML (with `edits:`)"),
-                  parent: Annotated[str, typer.Option(help="Parent harness a patch applies to")] = "h0"):
+def harness_check(
+    path: Path = typer.Argument(..., help="Harness YAML, or a patch YAML (with `edits:`)"),
+    parent: Annotated[str, typer.Option(help="Parent harness a patch applies to")] = "h0",
+):
     """Validate a harness file (schema, hook sandbox, benchmark): exit 0 with a summary, or 2 and
     one line naming what is wrong. A patch file is applied to --parent and the child checked."""
     import yaml

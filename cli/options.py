@@ -6,5 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-DatabaseUrl = Annotated[Optional[str], typer.Option("--database-url", help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")]
-Sets = Annotated[Optional[list[str]], typer.Option("--set", help="Override any config field: a.b=value (e.g. train.updates=5)")]
+DatabaseUrl = Annotated[
+    Optional[str], typer.Option("--database-url", help="Database URL; default $HS_DATABASE_URL or .hs/hs.db")
+]
+Sets = Annotated[
+    Optional[list[str]], typer.Option("--set", help="Override any config field: a.b=value (e.g. train.updates=5)")
+]

@@ -16,8 +16,11 @@ QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 
 
 @user_errors
-def run_cmd(config: Path = typer.Argument(..., help="Pipeline YAML (configs/pipeline_dbbench_smol.yaml)"),
-            database_url: DatabaseUrl = None, set_: Sets = None):
+def run_cmd(
+    config: Path = typer.Argument(..., help="Pipeline YAML (configs/pipeline_dbbench_smol.yaml)"),
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
+):
     """Evolve (or reuse) a pool, train with harness rescue, evaluate under H0 / Rank-1 / outside
     harnesses; starting the same command again skips every finished phase and task."""
     run_pipeline(config, database_url, set_)
@@ -40,7 +43,7 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
     console = Console()
     try:
         result = harness_s(cfg, database_url=database_url)
-    except Exception as exc:  # Prefect has logged the traceback; every finished phase and task persists
+    except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; every finished phase and task persists
         flow_failed("pipeline", exc, "start the same command again (or `hs rerun FLOW_RUN_ID`) to resume")
     print_results(console, cfg.name, result)
     return result

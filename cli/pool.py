@@ -17,8 +17,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from harness_pool.pool_store import (DEFAULT_ROOT, PoolManifest, diff_pools, freeze_pool, list_pools, load_pool,
-                                     version_with_dvc)
+from harness_pool.pool_store import (
+    DEFAULT_ROOT,
+    PoolManifest,
+    diff_pools,
+    freeze_pool,
+    list_pools,
+    load_pool,
+    version_with_dvc,
+)
 from harness_pool.spec import HarnessError, load_harness
 
 pool_app = typer.Typer(help="Frozen harness pools.", no_args_is_help=True)
@@ -47,14 +54,19 @@ def _out() -> Console:
 
 def _header(manifest: PoolManifest) -> str:
     base = next(m for m in manifest.members if m.id == manifest.base_id)
-    return (f"pool {manifest.benchmark}/{manifest.version} · id {manifest.pool_id[:12]} · "
-            f"base {base.name} ({base.id[:12]}) · created by {manifest.created_by or '-'}")
+    return (
+        f"pool {manifest.benchmark}/{manifest.version} · id {manifest.pool_id[:12]} · "
+        f"base {base.name} ({base.id[:12]}) · created by {manifest.created_by or '-'}"
+    )
 
 
 @pool_app.command("show")
 @_user_errors
-def pool_show(version: Annotated[str, typer.Argument(help="Pool version, or the path of a version folder")],
-              benchmark: Benchmark = "dbbench", root: Root = None):
+def pool_show(
+    version: Annotated[str, typer.Argument(help="Pool version, or the path of a version folder")],
+    benchmark: Benchmark = "dbbench",
+    root: Root = None,
+):
     """Members of a pool version, with their parents and the edit that made them."""
     manifest, _, _ = load_pool(version, benchmark, root or DEFAULT_ROOT)
     names = {m.id: m.name for m in manifest.members}
@@ -63,8 +75,14 @@ def pool_show(version: Annotated[str, typer.Argument(help="Pool version, or the 
         table.add_column(col, no_wrap=col in ("name", "id"), overflow="fold")
     for m in manifest.members:
         parents = ", ".join(names.get(p, p[:12]) for p in m.parent_ids) or "-"
-        table.add_row(m.name, m.id[:12], parents, "-" if m.round is None else str(m.round),
-                      "\n".join(m.root_causes) or "-", m.edit or "-")
+        table.add_row(
+            m.name,
+            m.id[:12],
+            parents,
+            "-" if m.round is None else str(m.round),
+            "\n".join(m.root_causes) or "-",
+            m.edit or "-",
+        )
     console = _out()
     console.print(_header(manifest))
     console.print(table)
@@ -98,9 +116,12 @@ def _diff_text(diff: str) -> Text:
 
 @pool_app.command("diff")
 @_user_errors
-def pool_diff(a: Annotated[str, typer.Argument(help="Older pool version (or folder)")],
-              b: Annotated[str, typer.Argument(help="Newer pool version (or folder)")],
-              benchmark: Benchmark = "dbbench", root: Root = None):
+def pool_diff(
+    a: Annotated[str, typer.Argument(help="Older pool version (or folder)")],
+    b: Annotated[str, typer.Argument(help="Newer pool version (or folder)")],
+    benchmark: Benchmark = "dbbench",
+    root: Root = None,
+):
     """What changed between two pool versions: members added, removed, edited (with their YAML diff)."""
     folder = root or DEFAULT_ROOT
     old, _, _ = load_pool(a, benchmark, folder)
@@ -120,19 +141,26 @@ def pool_diff(a: Annotated[str, typer.Argument(help="Older pool version (or fold
 
 @pool_app.command("freeze")
 @_user_errors
-def pool_freeze(version: Annotated[str, typer.Argument(help="New version name, e.g. seed-v1")],
-                harness: Annotated[str, typer.Option(help="Base harness (H0): built-in name or YAML path")] = "h0",
-                sibling: Annotated[Optional[list[str]], typer.Option(help="Sibling harness name or YAML path; repeat")] = None,
-                benchmark: Benchmark = "dbbench", root: Root = None,
-                created_by: Annotated[Optional[str], typer.Option(help="Who made the pool, e.g. an evolution run id")] = None,
-                dvc: Annotated[bool, typer.Option("--dvc/--no-dvc", help="Commit and tag it with DVC when the repository uses DVC")] = True):
+def pool_freeze(
+    version: Annotated[str, typer.Argument(help="New version name, e.g. seed-v1")],
+    harness: Annotated[str, typer.Option(help="Base harness (H0): built-in name or YAML path")] = "h0",
+    sibling: Annotated[Optional[list[str]], typer.Option(help="Sibling harness name or YAML path; repeat")] = None,
+    benchmark: Benchmark = "dbbench",
+    root: Root = None,
+    created_by: Annotated[Optional[str], typer.Option(help="Who made the pool, e.g. an evolution run id")] = None,
+    dvc: Annotated[
+        bool, typer.Option("--dvc/--no-dvc", help="Commit and tag it with DVC when the repository uses DVC")
+    ] = True,
+):
     """Freeze harness files into a new pool version (idempotent for the same members)."""
     base = load_harness(harness, benchmark)
     siblings = [load_harness(s, benchmark) for s in sibling or []]
     manifest = freeze_pool(base, siblings, benchmark, version, root or DEFAULT_ROOT, created_by=created_by)
     console = _out()
-    console.print(f"froze {len(manifest.members)} harnesses as pool {benchmark}/{manifest.version} "
-                  f"(id {manifest.pool_id[:12]}) at {manifest.directory}")
+    console.print(
+        f"froze {len(manifest.members)} harnesses as pool {benchmark}/{manifest.version} "
+        f"(id {manifest.pool_id[:12]}) at {manifest.directory}"
+    )
     if not dvc:
         return
     tag = version_with_dvc(manifest.directory, f"pool-{benchmark}-{manifest.version}")

@@ -84,9 +84,20 @@ def start_watchdog(server_pid: int):
 
     started = _start_time(server_pid)
     return subprocess.Popen(
-        [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), str(server_pid),
-         str(started if started is not None else -1)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            os.path.abspath(__file__),
+            str(os.getpid()),
+            str(server_pid),
+            str(started if started is not None else -1),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+    )
 
 
 _WATCHDOGS: list = []  # keep the Popen objects: no "still running" warning at exit

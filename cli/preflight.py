@@ -28,11 +28,15 @@ def check_launch(cfg, world: int) -> None:
     from configs.schema import ConfigError
 
     if world > 1 and cfg.trainer.backend != "deepspeed":
-        raise ConfigError(f"launched with WORLD_SIZE={world} but trainer.backend is "
-                                 f"'{cfg.trainer.backend}'; add --set trainer.backend=deepspeed")
+        raise ConfigError(
+            f"launched with WORLD_SIZE={world} but trainer.backend is "
+            f"'{cfg.trainer.backend}'; add --set trainer.backend=deepspeed"
+        )
     if world > 1 and cfg.trainer.zero_stage > 2:
-        raise ConfigError("data-parallel training needs trainer.zero_stage 0, 1 or 2 (rank 0 samples "
-                                 "rollouts from full weights); add --set trainer.zero_stage=2")
+        raise ConfigError(
+            "data-parallel training needs trainer.zero_stage 0, 1 or 2 (rank 0 samples "
+            "rollouts from full weights); add --set trainer.zero_stage=2"
+        )
 
 
 def train_preflight(cfg, database_url: str | None) -> None:

@@ -29,9 +29,11 @@ REPORT_DIR = Path("reports/dvc")
 
 
 @user_errors
-def stage_cmd(name: str = typer.Argument(..., help=f"One of: {', '.join(STAGES)}"),
-              params: Annotated[Path, typer.Option(help="Pipeline config (a PipelineConfig YAML)")] = Path("params.yaml"),
-              database_url: DatabaseUrl = None):
+def stage_cmd(
+    name: str = typer.Argument(..., help=f"One of: {', '.join(STAGES)}"),
+    params: Annotated[Path, typer.Option(help="Pipeline config (a PipelineConfig YAML)")] = Path("params.yaml"),
+    database_url: DatabaseUrl = None,
+):
     """Run one pipeline phase as a DVC stage (`dvc repro` calls these; see dvc.yaml)."""
     from configs.pipeline import PipelineConfig
     from configs.schema import ConfigError, load_config
@@ -66,8 +68,9 @@ def _train(cfg, database_url) -> None:
     from flows.harness_s import train_policy
 
     result = train_policy(cfg, cfg.pool_name(), database_url)
-    (OUT / "train.json").write_text(json.dumps({"run_id": result["run_id"], "checkpoint": result["checkpoint"]},
-                                               indent=2) + "\n")
+    (OUT / "train.json").write_text(
+        json.dumps({"run_id": result["run_id"], "checkpoint": result["checkpoint"]}, indent=2) + "\n"
+    )
 
 
 def _evaluate(cfg, database_url) -> None:
@@ -76,8 +79,9 @@ def _evaluate(cfg, database_url) -> None:
 
     trained = json.loads((OUT / "train.json").read_text())
     evaluations = evaluate_policy(cfg, cfg.pool_name(), trained, database_url)
-    results = record_results(cfg, cfg.pool_name(), trained["run_id"], trained["checkpoint"], evaluations,
-                             database_url, None)
+    results = record_results(
+        cfg, cfg.pool_name(), trained["run_id"], trained["checkpoint"], evaluations, database_url, None
+    )
     (OUT / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
 
 

@@ -27,25 +27,31 @@ class PipelineEvalConfig(_Frozen):
     before: bool = Field(default=True, description="Also evaluate the starting checkpoint under H0 (the 'before' row).")
     rank1: bool = Field(default=True, description="Also evaluate the trained policy with Rank-1 routing over the pool.")
     rank1_before: bool = Field(
-        default=False, description="Also evaluate the starting checkpoint with Rank-1 routing over the profiles of the "
-        "first re-anchor (RQ5: which harness is Rank-1 before vs after training).")
+        default=False,
+        description="Also evaluate the starting checkpoint with Rank-1 routing over the profiles of the "
+        "first re-anchor (RQ5: which harness is Rank-1 before vs after training).",
+    )
     outside: list[str] = Field(
         default_factory=list,
-        description="Harnesses outside the pool (names or YAML paths) to evaluate the trained policy under (RQ6).")
+        description="Harnesses outside the pool (names or YAML paths) to evaluate the trained policy under (RQ6).",
+    )
     group_concurrency: int = Field(default=8, ge=1, le=64, description="Rollout groups in flight per evaluation.")
 
 
 class PipelineConfig(_Frozen):
     name: str = Field(default="harness-s", description="Pipeline name; every phase's run name starts with it.")
     evolve: EvolveConfig | None = Field(
-        default=None, description="Evolve a new pool first (its pool.version is then trained on); None = reuse "
-        "pool_version.")
+        default=None,
+        description="Evolve a new pool first (its pool.version is then trained on); None = reuse pool_version.",
+    )
     pool_version: str | None = Field(
-        default=None, description="Reuse this frozen pool version (hs pool list) instead of evolving one.")
+        default=None, description="Reuse this frozen pool version (hs pool list) instead of evolving one."
+    )
     train: TrainConfig = Field(description="The training phase; its pool is replaced by the pool of this pipeline.")
     evaluate: PipelineEvalConfig = Field(default_factory=PipelineEvalConfig, description="The evaluation phase.")
     wandb: Literal["offline", "online", "disabled"] = Field(
-        default="offline", description="W&B mode of the pipeline's own run (phases use their own settings).")
+        default="offline", description="W&B mode of the pipeline's own run (phases use their own settings)."
+    )
 
     @model_validator(mode="before")
     @classmethod

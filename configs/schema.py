@@ -32,17 +32,25 @@ class _Frozen(BaseModel):
 
 class PolicyConfig(_Frozen):
     backend: Literal["transformers", "openai"] = Field(
-        default="transformers", description="Policy backend: local transformers model or an OpenAI-compatible API.")
+        default="transformers", description="Policy backend: local transformers model or an OpenAI-compatible API."
+    )
     model: str = Field(
         default="smollm2-135m",
         description="transformers: a built-in name ('smollm2-135m') or a local HF model directory; "
-        "openai: the served model name.")
-    device: str = Field(default="cpu", description="Torch device for the transformers backend ('cpu', 'cuda', 'cuda:1').")
+        "openai: the served model name.",
+    )
+    device: str = Field(
+        default="cpu", description="Torch device for the transformers backend ('cpu', 'cuda', 'cuda:1')."
+    )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        default="auto", description="Weights dtype; auto: bfloat16 on a CPU with AMX/AVX-512 bf16 or a bf16 GPU, else float32.")
+        default="auto",
+        description="Weights dtype; auto: bfloat16 on a CPU with AMX/AVX-512 bf16 or a bf16 GPU, else float32.",
+    )
     engine: Literal["lean", "hf"] = Field(
-        default="lean", description="transformers sampling loop: lean (rl/decode.py, keys/values kept across turns; "
-        "Llama/Mistral/Qwen2/Qwen3) or hf (model.generate, any causal LM).")
+        default="lean",
+        description="transformers sampling loop: lean (rl/decode.py, keys/values kept across turns; "
+        "Llama/Mistral/Qwen2/Qwen3) or hf (model.generate, any causal LM).",
+    )
     base_url: str | None = Field(default=None, description="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
 
@@ -61,21 +69,30 @@ class SamplingConfig(_Frozen):
 
 class RunnerConfig(_Frozen):
     kind: Literal["threads", "ray"] = Field(
-        default="threads", description="threads: rollout groups run in this process (their generate calls batched); "
-        "ray: each group is a Ray task on a Ray cluster (prefect-ray), each Ray worker loading the policy once.")
+        default="threads",
+        description="threads: rollout groups run in this process (their generate calls batched); "
+        "ray: each group is a Ray task on a Ray cluster (prefect-ray), each Ray worker loading the policy once.",
+    )
     address: str | None = Field(
-        default=None, description="ray: the cluster address (ray://head:10001 or 'auto'); None starts a local Ray.")
+        default=None, description="ray: the cluster address (ray://head:10001 or 'auto'); None starts a local Ray."
+    )
     num_cpus: int | None = Field(default=None, ge=1, description="ray, local only: CPUs the local Ray may use.")
 
 
 class EnvConfig(_Frozen):
     benchmark: Literal["dbbench"] = Field(default="dbbench", description="Benchmark name.")
     backend: Literal["sqlite", "mysql"] = Field(
-        default="sqlite", description="SQL engine for each rollout's private database: embedded SQLite or MySQL/MariaDB.")
+        default="sqlite",
+        description="SQL engine for each rollout's private database: embedded SQLite or MySQL/MariaDB.",
+    )
     mysql_url: str | None = Field(
-        default=None, description="MySQL/MariaDB server URL (mysql://user:pass@host:port); default $HS_MYSQL_URL or local root.")
+        default=None,
+        description="MySQL/MariaDB server URL (mysql://user:pass@host:port); default $HS_MYSQL_URL or local root.",
+    )
     max_rounds: int = Field(default=15, ge=1, le=100, description="Policy turns per episode before it is cut off.")
-    data_dir: str | None = Field(default=None, description="Folder holding dbbench/{dev,standard}.jsonl; default $HS_DATA_DIR.")
+    data_dir: str | None = Field(
+        default=None, description="Folder holding dbbench/{dev,standard}.jsonl; default $HS_DATA_DIR."
+    )
 
 
 class EvalConfig(_Frozen):
@@ -86,42 +103,60 @@ class EvalConfig(_Frozen):
     seeds: int = Field(default=3, ge=1, le=20, description="Independent runs; mean and std are over seeds.")
     limit: int | None = Field(default=None, ge=1, description="Evaluate only the first N tasks of the split.")
     every: int = Field(
-        default=1, ge=1,
+        default=1,
+        ge=1,
         description="Take every Nth task of the split (before limit): a deterministic subsample that keeps the "
-        "type mix of files sorted by type, such as standard.")
+        "type mix of files sorted by type, such as standard.",
+    )
     tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
-        default=None, description="With split 'train': only tasks of these difficulty tiers; None = all.")
+        default=None, description="With split 'train': only tasks of these difficulty tiers; None = all."
+    )
     task_ids: list[str] | None = Field(
-        default=None, description="Only these benchmark tasks of the split (e.g. dbbench/dev/0007); None = all.")
+        default=None, description="Only these benchmark tasks of the split (e.g. dbbench/dev/0007); None = all."
+    )
     checkpoint: str = Field(default="base", description="Label of the policy weights, recorded with every trajectory.")
     group_concurrency: int = Field(
-        default=1, ge=1, le=64, description="Rollout groups run at once by the Prefect task runner.")
+        default=1, ge=1, le=64, description="Rollout groups run at once by the Prefect task runner."
+    )
     runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Where rollout groups run (threads or Ray).")
     wandb: Literal["offline", "online", "disabled"] = Field(
-        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb.")
-    results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
-                             "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
+        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb."
+    )
+    results_dir: str = Field(
+        default_factory=lambda: default_results_dir(),
+        description="Where Prefect persists task "
+        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
+    )
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Which policy to evaluate.")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Sampling settings.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
     routing: Literal["h0", "rank1"] = Field(
-        default="h0", description="h0: every task under `harness`; rank1: every task under the single harness the "
-        "router ranks first (H0 competing), at the same rollout count.")
-    pool: list[str] = Field(default_factory=list, description="rank1: the sibling harnesses (names, YAML paths or "
-                            "'pool:VERSION').")
+        default="h0",
+        description="h0: every task under `harness`; rank1: every task under the single harness the "
+        "router ranks first (H0 competing), at the same rollout count.",
+    )
+    pool: list[str] = Field(
+        default_factory=list, description="rank1: the sibling harnesses (names, YAML paths or 'pool:VERSION')."
+    )
     profiles_run: str | None = Field(
-        default=None, description="rank1: the training run whose behaviour profiles the router reads.")
+        default=None, description="rank1: the training run whose behaviour profiles the router reads."
+    )
     profiles_version: int | None = Field(
-        default=None, ge=0, description="rank1: read the profiles of this re-anchor step (0 = before training); "
-        "None = the newest.")
+        default=None,
+        ge=0,
+        description="rank1: read the profiles of this re-anchor step (0 = before training); None = the newest.",
+    )
     router_voters: list[Literal["statistics", "embedding"]] = Field(
-        default_factory=lambda: ["statistics", "embedding"], description="rank1: the router's model-free voters.")
+        default_factory=lambda: ["statistics", "embedding"], description="rank1: the router's model-free voters."
+    )
 
     @model_validator(mode="after")
     def _rank1_needs(self) -> EvalConfig:
         if self.routing == "rank1" and not (self.pool and self.profiles_run):
-            raise ValueError("routing rank1 needs pool (sibling names) and profiles_run (a training run id with "
-                             "profiles, see `hs report training`)")
+            raise ValueError(
+                "routing rank1 needs pool (sibling names) and profiles_run (a training run id with "
+                "profiles, see `hs report training`)"
+            )
         return self
 
 
@@ -142,8 +177,12 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(raw) if raw.strip() else None
 
 
-def load_config(model: type[BaseModel], path: str | Path | None = None,
-                overrides: dict[str, Any] | None = None, sets: list[str] | None = None) -> BaseModel:
+def load_config(
+    model: type[BaseModel],
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    sets: list[str] | None = None,
+) -> BaseModel:
     """Load `model` from a YAML file (or defaults), apply dotted overrides (None = not given)
     and then `--set a.b=value` items (where `null` does set None), validate."""
     data: dict[str, Any] = {}
@@ -181,52 +220,78 @@ def describe_error(exc: ValidationError, where: str) -> str:
 
 
 class SftConfig(_Frozen):
-    name: str = Field(default="sft", description="Run name prefix; the checkpoint name is derived from the whole config.")
-    base_model: str = Field(default="smollm2-135m", description="Model to warm-start: built-in name, checkpoint name or HF dir.")
+    name: str = Field(
+        default="sft", description="Run name prefix; the checkpoint name is derived from the whole config."
+    )
+    base_model: str = Field(
+        default="smollm2-135m", description="Model to warm-start: built-in name, checkpoint name or HF dir."
+    )
     harness: str = Field(default="h0", description="Harness whose protocol and prompts the demonstrations use.")
     tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
-        default=None, description="Training-split tiers to take demonstrations from; None = all.")
-    n_tasks: int | None = Field(default=None, ge=2, description="Use the first N training tasks (after tier filter); None = all.")
-    heldout_fraction: float = Field(default=0.1, ge=0.0, lt=1.0, description="Share of demonstrations kept out for held-out loss.")
-    inspect_prob: float = Field(default=0.5, ge=0.0, le=1.0, description="Share of demonstrations that first inspect the table.")
+        default=None, description="Training-split tiers to take demonstrations from; None = all."
+    )
+    n_tasks: int | None = Field(
+        default=None, ge=2, description="Use the first N training tasks (after tier filter); None = all."
+    )
+    heldout_fraction: float = Field(
+        default=0.1, ge=0.0, lt=1.0, description="Share of demonstrations kept out for held-out loss."
+    )
+    inspect_prob: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="Share of demonstrations that first inspect the table."
+    )
     steps: int = Field(default=60, ge=1, description="Optimizer updates (the step budget).")
     batch_size: int = Field(default=8, ge=1, description="Demonstrations per update.")
     lr: float = Field(default=1e-4, gt=0.0, le=1.0, description="Peak AdamW learning rate (cosine decay to 0).")
-    lora: bool = Field(default=False, description="Train LoRA adapters (merged into the saved weights) instead of all weights.")
+    lora: bool = Field(
+        default=False, description="Train LoRA adapters (merged into the saved weights) instead of all weights."
+    )
     lora_rank: int = Field(default=16, ge=1, description="LoRA rank when lora is true.")
     gradient_checkpointing: bool = Field(
-        default=False, description="Recompute activations during backward: about 1 GB less at micro-batch 2 here, "
-        "about 10% slower; the trained weights are the same, so it is not part of the checkpoint name.")
+        default=False,
+        description="Recompute activations during backward: about 1 GB less at micro-batch 2 here, "
+        "about 10% slower; the trained weights are the same, so it is not part of the checkpoint name.",
+    )
     seed: int = Field(default=0, description="Seed for demonstration variants and batch order.")
     device: str = Field(default="cpu", description="Torch device for training.")
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        default="auto", description="Compute of forward and backward (autocast; weights and optimizer stay float32); "
-        "auto: bfloat16 where it is fast (see policy.dtype).")
-    results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
-                             "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
+        default="auto",
+        description="Compute of forward and backward (autocast; weights and optimizer stay float32); "
+        "auto: bfloat16 where it is fast (see policy.dtype).",
+    )
+    results_dir: str = Field(
+        default_factory=lambda: default_results_dir(),
+        description="Where Prefect persists task "
+        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
+    )
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment used to replay demonstrations.")
 
 
 class TrainerConfig(_Frozen):
     backend: Literal["torch", "deepspeed"] = Field(
-        default="torch", description="torch: one process on CPU or one GPU; deepspeed: ZeRO over the launched GPUs.")
+        default="torch", description="torch: one process on CPU or one GPU; deepspeed: ZeRO over the launched GPUs."
+    )
     device: str = Field(default="cpu", description="Torch device of the torch backend ('cpu', 'cuda').")
     lr: float = Field(default=1e-5, gt=0.0, le=1.0, description="AdamW learning rate (constant).")
     weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW weight decay.")
     grad_clip: float = Field(default=1.0, gt=0.0, description="Global gradient-norm clip.")
     micro_batch: int = Field(
-        default=2, ge=1, description="Sequences per forward/backward; gradients accumulate over the update's batch.")
+        default=2, ge=1, description="Sequences per forward/backward; gradients accumulate over the update's batch."
+    )
     logprob_chunk: int = Field(default=128, ge=8, description="Positions projected to the vocabulary at once.")
     gradient_checkpointing: bool = Field(default=False, description="Recompute activations in backward (less memory).")
     lora: bool = Field(default=False, description="Train LoRA adapters (peft) instead of all weights.")
     lora_rank: int = Field(default=16, ge=1, description="LoRA rank when lora is true.")
     zero_stage: Literal[0, 1, 2, 3] = Field(default=2, description="DeepSpeed ZeRO stage (deepspeed backend only).")
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        default="auto", description="Compute of the update's forward and backward (autocast; weights and optimizer "
-        "stay float32); auto: bfloat16 where it is fast (see policy.dtype).")
+        default="auto",
+        description="Compute of the update's forward and backward (autocast; weights and optimizer "
+        "stay float32); auto: bfloat16 where it is fast (see policy.dtype).",
+    )
     rollout_dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        default="auto", description="Weights of the copy rollouts sample from, refreshed after every update; "
-        "float32 samples from the trained model itself.")
+        default="auto",
+        description="Weights of the copy rollouts sample from, refreshed after every update; "
+        "float32 samples from the trained model itself.",
+    )
     engine: Literal["lean", "hf"] = Field(default="lean", description="Rollout sampling loop (see policy.engine).")
 
 
@@ -242,14 +307,17 @@ class RouterConfig(_Frozen):
         default="random",
         description="random: seeded random top-K of the pool; fixed: the 'names' list in order; adaptive: voters "
         "over behaviour profiles re-induced at every re-anchor; rules: no profiles, validation success and "
-        "keyword rules only; fixed_profiles: adaptive with the first re-anchor's profiles, never updated.")
+        "keyword rules only; fixed_profiles: adaptive with the first re-anchor's profiles, never updated.",
+    )
     names: list[str] = Field(default_factory=list, description="Harness names for the fixed router.")
     voters: list[Literal["statistics", "embedding"]] = Field(
         default_factory=lambda: ["statistics", "embedding"],
-        description="Model-free voters of the adaptive routers (MiniLM embeddings for 'embedding').")
+        description="Model-free voters of the adaptive routers (MiniLM embeddings for 'embedding').",
+    )
     llm_voters: list[LlmVoterConfig] = Field(default_factory=list, description="LLM voters (the paper's voters).")
     inducer: Literal["offline", "llm"] = Field(
-        default="offline", description="Who writes behaviour profiles: templated from outcomes, or the first LLM voter.")
+        default="offline", description="Who writes behaviour profiles: templated from outcomes, or the first LLM voter."
+    )
     timeout_s: float = Field(default=30.0, gt=0, description="A voter slower than this is skipped (and logged).")
 
 
@@ -257,7 +325,8 @@ class ValidationConfig(_Frozen):
     split: Literal["train", "dev"] = Field(
         default="train",
         description="Where re-anchor validation tasks come from; 'train' takes the LAST n_tasks of the (tier-filtered) "
-        "training split and removes them from the training tasks, so the two never overlap.")
+        "training split and removes them from the training tasks, so the two never overlap.",
+    )
     n_tasks: int = Field(default=8, ge=1, description="Validation tasks shared by every harness (paired validation).")
     k: int = Field(default=1, ge=1, le=16, description="Rollouts per harness and validation task.")
 
@@ -267,41 +336,62 @@ class TrainConfig(_Frozen):
     mode: Literal["harness_s", "grpo", "h0_rescue", "fixed_mixture"] = Field(
         default="harness_s",
         description="harness_s: rescue dead H0 groups with router-chosen siblings; grpo: no rescue; h0_rescue: a dead "
-        "group gets K fresh H0 rollouts; fixed_mixture: every group's K rollouts spread over 'mixture'.")
+        "group gets K fresh H0 rollouts; fixed_mixture: every group's K rollouts spread over 'mixture'.",
+    )
     init: str = Field(
         default="smollm2-135m",
-        description="Starting weights: built-in model, checkpoint name or HF dir. Ignored when warm_start is set.")
+        description="Starting weights: built-in model, checkpoint name or HF dir. Ignored when warm_start is set.",
+    )
     warm_start: str | None = Field(
         default=None,
         description="Path of an SFT config (configs/sft_*.yaml): its checkpoint is the starting point, built on first "
-        "use and reused afterwards.")
+        "use and reused afterwards.",
+    )
     harness: str = Field(default="h0", description="The base harness H0.")
     pool: list[str] = Field(
-        default_factory=lambda: ["schema_rows", "format_reminder", "inspect_first", "query_before_answer",
-                                 "lenient_answer"],
+        default_factory=lambda: [
+            "schema_rows",
+            "format_reminder",
+            "inspect_first",
+            "query_before_answer",
+            "lenient_answer",
+        ],
         description="Auxiliary (sibling) harnesses the router may choose from, frozen for the run: names, YAML "
-        "paths, or 'pool:VERSION' for every sibling of a frozen pool (hs pool list).")
+        "paths, or 'pool:VERSION' for every sibling of a frozen pool (hs pool list).",
+    )
     mixture: list[str] = Field(
         default_factory=lambda: ["h0", "schema_rows", "format_reminder", "inspect_first"],
-        description="Harnesses of the fixed_mixture mode, used round robin within every group.")
+        description="Harnesses of the fixed_mixture mode, used round robin within every group.",
+    )
     router: RouterConfig = Field(default_factory=RouterConfig, description="How dead groups pick their siblings.")
     tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
-        default=None, description="Training-split tiers to train on; None = all.")
-    n_tasks: int | None = Field(default=None, ge=1, description="Use the first N training tasks (after tiers); None = all.")
+        default=None, description="Training-split tiers to train on; None = all."
+    )
+    n_tasks: int | None = Field(
+        default=None, ge=1, description="Use the first N training tasks (after tiers); None = all."
+    )
     updates: int = Field(default=20, ge=1, description="GRPO updates (steps).")
     batch_tasks: int = Field(default=4, ge=1, description="Benchmark tasks per update.")
     k: int = Field(default=8, ge=2, le=64, description="Rollouts per group (K).")
-    reanchor_every: int = Field(default=10, ge=1, description="Re-anchor (paired validation) every N updates and at the end.")
-    checkpoint_every: int = Field(default=10, ge=1, description="Register a named checkpoint every N updates and at the end.")
+    reanchor_every: int = Field(
+        default=10, ge=1, description="Re-anchor (paired validation) every N updates and at the end."
+    )
+    checkpoint_every: int = Field(
+        default=10, ge=1, description="Register a named checkpoint every N updates and at the end."
+    )
     validation: ValidationConfig = Field(default_factory=ValidationConfig, description="Re-anchor validation.")
     seed: int = Field(default=0, description="Seed for the data order, sampling and the router.")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Trainer backend settings.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
     wandb: Literal["offline", "online", "disabled"] = Field(
-        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb.")
-    results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
-                             "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
+        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb."
+    )
+    results_dir: str = Field(
+        default_factory=lambda: default_results_dir(),
+        description="Where Prefect persists task "
+        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
+    )
     state_dir: str = Field(default=".hs/runs", description="Per-run resume state (weights, optimizer, step).")
 
     @model_validator(mode="after")
@@ -319,15 +409,18 @@ class EditorConfig(_Frozen):
     kind: Literal["offline", "openai", "anthropic"] = Field(
         default="offline",
         description="offline: parameterised edit operators keyed to root causes (no API); openai: any "
-        "OpenAI-compatible chat API; anthropic: the Anthropic Messages API.")
+        "OpenAI-compatible chat API; anthropic: the Anthropic Messages API.",
+    )
     model: str | None = Field(default=None, description="Model name for the openai/anthropic editor.")
     base_url: str | None = Field(default=None, description="API base URL (openai: required for local servers).")
-    api_key_env: str | None = Field(default=None, description="Environment variable with the API key; default "
-                                    "OPENAI_API_KEY / ANTHROPIC_API_KEY.")
+    api_key_env: str | None = Field(
+        default=None, description="Environment variable with the API key; default OPENAI_API_KEY / ANTHROPIC_API_KEY."
+    )
     temperature: float = Field(default=0.6, ge=0.0, le=2.0, description="Editor sampling temperature (paper: 0.6).")
     max_tokens: int = Field(default=1500, ge=64, description="Token budget of one editor reply.")
     llm_diagnosis: bool = Field(
-        default=False, description="Also ask the LLM for each failure's root cause (rules otherwise).")
+        default=False, description="Also ask the LLM for each failure's root cause (rules otherwise)."
+    )
     max_diagnosis_calls: int = Field(default=40, ge=0, description="Cap on LLM diagnosis calls per round.")
 
     @model_validator(mode="after")
@@ -349,9 +442,11 @@ class CandidateValidationConfig(_Frozen):
     k: int = Field(default=2, ge=1, le=16, description="Rollouts per candidate and validation task.")
     min_fixed: int = Field(default=1, ge=1, description="Valid only if it solves at least this many targeted failures.")
     max_broken: int = Field(
-        default=1, ge=0,
+        default=1,
+        ge=0,
         description="Valid only if at most this many controls are no longer solved (1 tolerates one sampling "
-        "flip at CPU scale; the paper's rule is 0).")
+        "flip at CPU scale; the paper's rule is 0).",
+    )
 
 
 class PoolOutConfig(_Frozen):
@@ -364,36 +459,49 @@ class EvolveConfig(_Frozen):
     name: str = Field(default="evolve", description="Run name prefix; the run id is derived from the whole config.")
     harness: str = Field(default="h0", description="The base harness H0.")
     warm_start: str | None = Field(
-        default=None, description="SFT config whose checkpoint is the (frozen) policy; built on first use.")
-    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The frozen policy (model ignored when "
-                                 "warm_start is set).")
+        default=None, description="SFT config whose checkpoint is the (frozen) policy; built on first use."
+    )
+    policy: PolicyConfig = Field(
+        default_factory=PolicyConfig, description="The frozen policy (model ignored when warm_start is set)."
+    )
     rounds: int = Field(default=3, ge=1, le=10, description="Evolution rounds (paper: 3).")
     parents_per_round: int = Field(default=4, ge=1, description="B: parents selected for the next round (paper: 4).")
     children_per_parent: int = Field(default=3, ge=1, le=12, description="Candidates the editor proposes per parent.")
     tiers: list[Literal["easy", "medium", "hard"]] | None = Field(default=None, description="Training tiers to use.")
     diagnose: DiagnoseConfig = Field(default_factory=DiagnoseConfig, description="Diagnosis runs and clustering.")
-    validation: CandidateValidationConfig = Field(default_factory=CandidateValidationConfig,
-                                                  description="Candidate validation.")
+    validation: CandidateValidationConfig = Field(
+        default_factory=CandidateValidationConfig, description="Candidate validation."
+    )
     editor: EditorConfig = Field(default_factory=EditorConfig, description="Who proposes the edits.")
     pool: PoolOutConfig = Field(default_factory=PoolOutConfig, description="Where the frozen pool goes.")
     concurrency: int = Field(default=4, ge=1, le=64, description="Harness runs in flight at once (batched together).")
     wandb: Literal["offline", "online", "disabled"] = Field(
-        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb.")
+        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb."
+    )
     seed: int = Field(default=0, description="Seed for task sampling and rollouts.")
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
-    results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
-                             "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
+    results_dir: str = Field(
+        default_factory=lambda: default_results_dir(),
+        description="Where Prefect persists task "
+        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
+    )
 
 
 class PoolReportConfig(_Frozen):
-    name: str = Field(default="pool-report", description="Run name prefix; the run id is derived from the whole config.")
+    name: str = Field(
+        default="pool-report", description="Run name prefix; the run id is derived from the whole config."
+    )
     version: str = Field(description="Pool version (folder under pool_root/<benchmark>/).")
     pool_root: str = Field(default="harness_pool/pools", description="Folder holding <benchmark>/<version>/ pools.")
     warm_start: str | None = Field(default=None, description="SFT config whose checkpoint is the policy.")
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The frozen policy.")
-    n_tasks: int = Field(default=30, ge=1, description="Training tasks every harness runs on (a seeded sample that "
-                         "leaves out the evolution's diagnosis tasks when the pool came from `hs evolve`).")
+    n_tasks: int = Field(
+        default=30,
+        ge=1,
+        description="Training tasks every harness runs on (a seeded sample that "
+        "leaves out the evolution's diagnosis tasks when the pool came from `hs evolve`).",
+    )
     k: int = Field(default=1, ge=1, le=8, description="Rollouts per sibling and task; H0 gets k x (pool size - 1).")
     tiers: list[Literal["easy", "medium", "hard"]] | None = Field(default=None, description="Training tiers to use.")
     exclude_task_ids: list[str] = Field(default_factory=list, description="Tasks never to report on.")
@@ -402,6 +510,9 @@ class PoolReportConfig(_Frozen):
     sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
     editor: EditorConfig = Field(default_factory=EditorConfig, description="Unused here (rule diagnosis only).")
-    results_dir: str = Field(default_factory=lambda: default_results_dir(), description="Where Prefect persists task "
-                             "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.")
+    results_dir: str = Field(
+        default_factory=lambda: default_results_dir(),
+        description="Where Prefect persists task "
+        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
+    )
     report_dir: str = Field(default=".hs/reports", description="Where the report JSON is written.")

@@ -39,13 +39,17 @@ def upsert_rows(connection: Connection, table: Table, rows: list[dict]) -> None:
         raise ValueError(f"copying into a {dialect} database is not supported: use SQLite or PostgreSQL")
     keys = [c.name for c in table.primary_key.columns]
     others = [c.name for c in table.columns if c.name not in keys]
-    statement = insert.on_conflict_do_update(index_elements=keys, set_={n: insert.excluded[n] for n in others}) \
-        if others else insert.on_conflict_do_nothing(index_elements=keys)
+    statement = (
+        insert.on_conflict_do_update(index_elements=keys, set_={n: insert.excluded[n] for n in others})
+        if others
+        else insert.on_conflict_do_nothing(index_elements=keys)
+    )
     connection.execute(statement, rows)
 
 
-def copy_database(source_url: str, target_url: str,
-                  on_rows: Callable[[str, int, int], None] | None = None) -> dict[str, int]:
+def copy_database(
+    source_url: str, target_url: str, on_rows: Callable[[str, int, int], None] | None = None
+) -> dict[str, int]:
     """Copy every row of `source_url` into `target_url`; rows copied per table.
 
     `on_rows(table, done, total)` is called after every chunk (a progress bar).

@@ -95,17 +95,15 @@ def normalize_url(url: str | URL) -> str:
     text_url = url.render_as_string(hide_password=False) if isinstance(url, URL) else str(url)
     for prefix in ("postgresql://", "postgres://"):
         if text_url.startswith(prefix):
-            return "postgresql+psycopg://" + text_url[len(prefix):]
+            return "postgresql+psycopg://" + text_url[len(prefix) :]
     return text_url
 
 
 def mask_url(url: str | URL) -> str:
     """The URL with its password replaced by ``***`` (for messages and logs)."""
     try:
-        return make_url(str(url) if isinstance(url, str) else url).render_as_string(
-            hide_password=True
-        )
-    except Exception:  # unparsable: mask anything between "user:" and "@"
+        return make_url(str(url) if isinstance(url, str) else url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - unparsable: mask anything between "user:" and "@"
         return re.sub(r"(//[^:/@]*:)[^@]*@", r"\1***@", str(url))
 
 
@@ -221,8 +219,7 @@ _REASONS = (
     ("unknown database", None, "create it or set {env}"),
     ("not a directory", None, "check that its folder is writable or set {env}"),
     ("permission denied", None, "check that its folder is writable or set {env}"),
-    ("unable to open database file", "cannot open the SQLite file",
-     "check that its folder is writable or set {env}"),
+    ("unable to open database file", "cannot open the SQLite file", "check that its folder is writable or set {env}"),
     ("no module named", None, "install the driver (psycopg[binary]) or set {env}"),
 )
 
@@ -248,8 +245,13 @@ def _first_clause(message: str) -> str:
 def _check_sqlite_file(path: Path, masked: str, must_exist: bool, create_folder: bool) -> None:
     """Readers need the file; everyone needs its folder, writable (the WAL journal lives beside it)."""
     if must_exist and not path.is_file():
-        missing = ("" if path.parent.is_dir() else f" ({path.parent} is a file, not a folder)"
-                   if path.parent.exists() else f" (folder {path.parent} does not exist)")
+        missing = (
+            ""
+            if path.parent.is_dir()
+            else f" ({path.parent} is a file, not a folder)"
+            if path.parent.exists()
+            else f" (folder {path.parent} does not exist)"
+        )
         raise DatabaseError(
             f"no trajectory database at {path}{missing}: create one with `hs db upgrade` (commands that "
             f"record runs, such as `hs eval`, create it too), or point {ENV_DATABASE_URL} / --database-url "
@@ -257,8 +259,11 @@ def _check_sqlite_file(path: Path, masked: str, must_exist: bool, create_folder:
         )
     problem = folder_problem(path.parent, create=create_folder)
     if problem is not None:
-        why = (f" (SQLite writes {path.name}-wal and {path.name}-shm beside the database, even to read it)"
-               if path.parent.is_dir() else "")
+        why = (
+            f" (SQLite writes {path.name}-wal and {path.name}-shm beside the database, even to read it)"
+            if path.parent.is_dir()
+            else ""
+        )
         raise DatabaseError(
             f"cannot use {masked}: {problem}, or point --database-url / {ENV_DATABASE_URL} elsewhere{why}"
         )

@@ -35,28 +35,52 @@ def _rows(session: Session, table: Table, *where) -> list[dict]:
 def _rows_in(session: Session, table: Table, column: str, values: list) -> list[dict]:
     out = []
     for start in range(0, len(values), _IN_CHUNK):
-        out += _rows(session, table, table.c[column].in_(values[start:start + _IN_CHUNK]))
+        out += _rows(session, table, table.c[column].in_(values[start : start + _IN_CHUNK]))
     return out
 
 
 def step_rows(session: Session, run_id: str, step: int) -> dict[str, list[dict]]:
     """Every row a training run wrote for update step `step` (re-anchor rows of that step included)."""
-    groups = _rows(session, _table("rollout_groups"), _table("rollout_groups").c.run_id == run_id,
-                   _table("rollout_groups").c.step == step)
+    groups = _rows(
+        session,
+        _table("rollout_groups"),
+        _table("rollout_groups").c.run_id == run_id,
+        _table("rollout_groups").c.step == step,
+    )
     trajectories = _rows_in(session, _table("trajectories"), "group_id", [g["id"] for g in groups])
-    evaluations = [e for e in _rows(session, _table("evaluations"), _table("evaluations").c.run_id == run_id,
-                                    _table("evaluations").c.routing == "reanchor")
-                   if (e["metrics"] or {}).get("step") == step]
-    by_step = {name: _rows(session, _table(name), _table(name).c.run_id == run_id, _table(name).c.step == step)
-               for name in ("train_steps", "router_decisions")}
-    return {"rollout_groups": groups, "trajectories": trajectories,
-            "turns": _rows_in(session, _table("turns"), "trajectory_id", [t["id"] for t in trajectories]),
-            "evaluations": evaluations, **by_step,
-            "profile_versions": _rows(session, _table("profile_versions"),
-                                      _table("profile_versions").c.run_id == run_id,
-                                      _table("profile_versions").c.version == step),
-            "checkpoints": _rows(session, _table("checkpoints"), _table("checkpoints").c.run_id == run_id,
-                                 _table("checkpoints").c.step == step + 1)}
+    evaluations = [
+        e
+        for e in _rows(
+            session,
+            _table("evaluations"),
+            _table("evaluations").c.run_id == run_id,
+            _table("evaluations").c.routing == "reanchor",
+        )
+        if (e["metrics"] or {}).get("step") == step
+    ]
+    by_step = {
+        name: _rows(session, _table(name), _table(name).c.run_id == run_id, _table(name).c.step == step)
+        for name in ("train_steps", "router_decisions")
+    }
+    return {
+        "rollout_groups": groups,
+        "trajectories": trajectories,
+        "turns": _rows_in(session, _table("turns"), "trajectory_id", [t["id"] for t in trajectories]),
+        "evaluations": evaluations,
+        **by_step,
+        "profile_versions": _rows(
+            session,
+            _table("profile_versions"),
+            _table("profile_versions").c.run_id == run_id,
+            _table("profile_versions").c.version == step,
+        ),
+        "checkpoints": _rows(
+            session,
+            _table("checkpoints"),
+            _table("checkpoints").c.run_id == run_id,
+            _table("checkpoints").c.step == step + 1,
+        ),
+    }
 
 
 def journal_path(folder: Path, step: int) -> Path:

@@ -102,11 +102,7 @@ class Run(Base):
     """One flow execution: an evaluation, a training run, an evolution round, ..."""
 
     __tablename__ = "runs"
-    __table_args__ = (
-        CheckConstraint(
-            "status IN (" + ", ".join(f"'{s}'" for s in RUN_STATUSES) + ")", name="status"
-        ),
-    )
+    __table_args__ = (CheckConstraint("status IN (" + ", ".join(f"'{s}'" for s in RUN_STATUSES) + ")", name="status"),)
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
     kind: Mapped[str] = mapped_column(String(32), index=True)
@@ -212,9 +208,7 @@ class Trajectory(Base):
     __tablename__ = "trajectories"
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
-    group_id: Mapped[str] = mapped_column(
-        ForeignKey("rollout_groups.id", ondelete="CASCADE"), index=True
-    )
+    group_id: Mapped[str] = mapped_column(ForeignKey("rollout_groups.id", ondelete="CASCADE"), index=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     bench_task_id: Mapped[str] = mapped_column(ForeignKey("bench_tasks.id"), index=True)
     harness_id: Mapped[str] = mapped_column(ForeignKey("harnesses.id"), index=True)
@@ -264,9 +258,7 @@ class Turn(Base):
     __table_args__ = (UniqueConstraint("trajectory_id", "index"),)
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
-    trajectory_id: Mapped[str] = mapped_column(
-        ForeignKey("trajectories.id", ondelete="CASCADE")
-    )
+    trajectory_id: Mapped[str] = mapped_column(ForeignKey("trajectories.id", ondelete="CASCADE"))
     index: Mapped[int] = mapped_column(Integer)
     context_text: Mapped[str] = mapped_column(Text, default="")
     context_ids: Mapped[list[Any]] = mapped_column(default=list)
@@ -284,10 +276,7 @@ class Turn(Base):
     trajectory: Mapped[Trajectory] = relationship(back_populates="turns")
 
     def __repr__(self) -> str:
-        return (
-            f"Turn(trajectory_id={self.trajectory_id[:12]!r}, index={self.index}, "
-            f"action_kind={self.action_kind!r})"
-        )
+        return f"Turn(trajectory_id={self.trajectory_id[:12]!r}, index={self.index}, action_kind={self.action_kind!r})"
 
 
 class Evaluation(Base):

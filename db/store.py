@@ -75,7 +75,7 @@ def finish_run(session: Session, run_id: str, status: str) -> Run:
 
 def upsert_harness(
     session: Session,
-    id: str,  # noqa: A002 - the column's name
+    id: str,  # named after the column
     name: str,
     benchmark: str,
     parent_ids: Sequence[str],
@@ -139,9 +139,7 @@ def replace_group(session: Session, group: RolloutGroup) -> RolloutGroup:
         _lock_group(session, group.id)
         _delete_group(session, group.id)
     run_id = group.run_id or (group.run.id if group.run is not None else None)
-    bench_task_id = group.bench_task_id or (
-        group.bench_task.id if group.bench_task is not None else None
-    )
+    bench_task_id = group.bench_task_id or (group.bench_task.id if group.bench_task is not None else None)
     for trajectory in group.trajectories:
         if trajectory.run_id is None and trajectory.run is None:
             trajectory.run_id = run_id
@@ -168,8 +166,13 @@ def _lock_group(session: Session, group_id: str) -> None:
 
 def delete_step_groups(session: Session, run_id: str, step: int, roles: Sequence[str]) -> int:
     """Remove a training step's groups of the given roles (a redone step writes them afresh)."""
-    ids = list(session.scalars(select(RolloutGroup.id).where(
-        RolloutGroup.run_id == run_id, RolloutGroup.step == step, RolloutGroup.role.in_(list(roles)))))
+    ids = list(
+        session.scalars(
+            select(RolloutGroup.id).where(
+                RolloutGroup.run_id == run_id, RolloutGroup.step == step, RolloutGroup.role.in_(list(roles))
+            )
+        )
+    )
     for group_id in ids:
         _delete_group(session, group_id)
     return len(ids)
@@ -177,9 +180,7 @@ def delete_step_groups(session: Session, run_id: str, step: int, roles: Sequence
 
 def _delete_group(session: Session, group_id: str) -> None:
     """Delete a group and its rows explicitly (not relying on SQLite's FK pragma)."""
-    trajectory_ids = list(
-        session.scalars(select(Trajectory.id).where(Trajectory.group_id == group_id))
-    )
+    trajectory_ids = list(session.scalars(select(Trajectory.id).where(Trajectory.group_id == group_id)))
     turn_ids: list[str] = []
     for start in range(0, len(trajectory_ids), _IN_CHUNK):
         chunk = trajectory_ids[start : start + _IN_CHUNK]
@@ -189,9 +190,7 @@ def _delete_group(session: Session, group_id: str) -> None:
     session.execute(delete(RolloutGroup).where(RolloutGroup.id == group_id))
     _forget(
         session,
-        {(RolloutGroup, group_id)}
-        | {(Trajectory, i) for i in trajectory_ids}
-        | {(Turn, i) for i in turn_ids},
+        {(RolloutGroup, group_id)} | {(Trajectory, i) for i in trajectory_ids} | {(Turn, i) for i in turn_ids},
     )
 
 
@@ -234,8 +233,7 @@ def check_turn_alignment(turn: Turn) -> None:
         )
     if logprobs and len(logprobs) != len(completion):
         raise ValueError(
-            f"{where}: completion_logprobs has {len(logprobs)} entries but completion_ids "
-            f"has {len(completion)}"
+            f"{where}: completion_logprobs has {len(logprobs)} entries but completion_ids has {len(completion)}"
         )
 
 
@@ -265,9 +263,7 @@ def list_trajectories(
         query = query.where(Trajectory.success == success)
     if harness_id is not None:
         query = query.where(Trajectory.harness_id == harness_id)
-    query = query.order_by(
-        Trajectory.created_at.desc(), Trajectory.group_id, Trajectory.sample_index
-    )
+    query = query.order_by(Trajectory.created_at.desc(), Trajectory.group_id, Trajectory.sample_index)
     if limit is not None:
         query = query.limit(limit)
     return list(session.scalars(query))
@@ -285,9 +281,7 @@ def get_trajectory(session: Session, id_or_prefix: str) -> Trajectory:
     if exact is not None:
         return exact
     if len(key) < MIN_PREFIX:
-        raise LookupError(
-            f"no trajectory with id {key!r}; a prefix needs at least {MIN_PREFIX} characters"
-        )
+        raise LookupError(f"no trajectory with id {key!r}; a prefix needs at least {MIN_PREFIX} characters")
     query = (
         select(Trajectory)
         .where(Trajectory.id.startswith(key, autoescape=True))
@@ -301,9 +295,7 @@ def get_trajectory(session: Session, id_or_prefix: str) -> Trajectory:
     if len(matches) > 1:
         shown = ", ".join(m.id for m in matches[:5])
         more = " ..." if len(matches) > 5 else ""
-        raise LookupError(
-            f"trajectory prefix {key!r} is ambiguous: {shown}{more}; give more characters"
-        )
+        raise LookupError(f"trajectory prefix {key!r} is ambiguous: {shown}{more}; give more characters")
     return matches[0]
 
 
@@ -312,10 +304,7 @@ def count_rows(session: Session, models: Iterable[type] = ()) -> dict[str, int]:
     from sqlalchemy import func
 
     chosen = list(models) or [Run, Harness, BenchTask, RolloutGroup, Trajectory, Turn, Evaluation]
-    return {
-        model.__tablename__: session.scalar(select(func.count()).select_from(model)) or 0
-        for model in chosen
-    }
+    return {model.__tablename__: session.scalar(select(func.count()).select_from(model)) or 0 for model in chosen}
 
 
 def _check_status(status: str | None) -> None:
@@ -342,9 +331,16 @@ def training_history(session: Session, run_id: str) -> tuple[list[dict[str, Any]
     """(per-update metrics with 'step', re-anchor results {step, harness, success_rate}) of a training run."""
     if session.get(Run, run_id) is None:
         raise LookupError(f"no run '{run_id}': list training runs with `hs report training` and no argument")
-    steps = [{"step": r.step, **r.metrics} for r in session.scalars(
-        select(TrainStep).where(TrainStep.run_id == run_id).order_by(TrainStep.step))]
-    rows = session.execute(select(Evaluation, Harness.name).join(Harness, Harness.id == Evaluation.harness_id)
-                           .where(Evaluation.run_id == run_id, Evaluation.routing == "reanchor")).all()
-    reanchors = [{"step": e.metrics["step"], "harness": name, "success_rate": e.metrics["success_rate"]} for e, name in rows]
+    steps = [
+        {"step": r.step, **r.metrics}
+        for r in session.scalars(select(TrainStep).where(TrainStep.run_id == run_id).order_by(TrainStep.step))
+    ]
+    rows = session.execute(
+        select(Evaluation, Harness.name)
+        .join(Harness, Harness.id == Evaluation.harness_id)
+        .where(Evaluation.run_id == run_id, Evaluation.routing == "reanchor")
+    ).all()
+    reanchors = [
+        {"step": e.metrics["step"], "harness": name, "success_rate": e.metrics["success_rate"]} for e, name in rows
+    ]
     return steps, sorted(reanchors, key=lambda r: (r["step"], r["harness"]))

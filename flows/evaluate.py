@@ -34,12 +34,21 @@ from tasks.evaluation import (
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("solved {task.fields[solved]}/{task.fields[rollouts]}"),
-                    TimeElapsedColumn(), TimeRemainingColumn())
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("solved {task.fields[solved]}/{task.fields[rollouts]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
 
 
-@flow(name="evaluate", flow_run_name="eval-{config.name}-{config.split}", on_failure=[mark_failed_on_failure(EvalConfig, run_id_for)])
+@flow(
+    name="evaluate",
+    flow_run_name="eval-{config.name}-{config.split}",
+    on_failure=[mark_failed_on_failure(EvalConfig, run_id_for)],
+)
 def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
@@ -52,8 +61,10 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     fanned = fan_out(cfg, run, jobs, database_url)
     failures = fanned["failures"]
     if failures:
-        raise RuntimeError(f"{len(failures)} of {len(jobs)} rollout groups failed (first: {failures[0]}); "
-                           "start the same command again (or hs rerun FLOW_RUN_ID) to run only those groups")
+        raise RuntimeError(
+            f"{len(failures)} of {len(jobs)} rollout groups failed (first: {failures[0]}); "
+            "start the same command again (or hs rerun FLOW_RUN_ID) to run only those groups"
+        )
     scores = score_evaluation(cfg, run["run_id"], run["harness_id"], database_url, expected_groups=len(jobs))
     return {**scores, "workers": fanned["workers"], "rewritten_from_cache": fanned["rewritten"]}
 
@@ -85,7 +96,7 @@ def rollout_groups(config: EvalConfig, run: dict, jobs: list[tuple[str, int]], d
             try:
                 summary = future.result()
                 rewritten += record_group(summary, database_url)  # a cached result skipped its writes
-            except Exception as exc:  # keep going: a re-run then redoes only the failed groups
+            except Exception as exc:  # noqa: BLE001 - keep going: a re-run then redoes only the failed groups
                 failures.append(str(exc))
                 logger.error("rollout group failed: %s", exc)
                 summary = {"successes": []}

@@ -48,23 +48,31 @@ from tasks.evolution import (
 from tasks.training import warm_start_config
 
 
-def run_harnesses(cfg: EvolveConfig, jobs: list[tuple], run_id: str, database_url: str | None, bar, bar_id) -> list[dict]:
+def run_harnesses(
+    cfg: EvolveConfig, jobs: list[tuple], run_id: str, database_url: str | None, bar, bar_id
+) -> list[dict]:
     """Harness runs, `concurrency` at a time (their generate calls are batched together); each
     result, fresh or cached, is made sure to be in the current database."""
     runner = run_harness.with_options(result_storage=result_storage(cfg))
     out = []
     for start in range(0, len(jobs), cfg.concurrency):
-        futures = [runner.submit(cfg, run_id, harness, task_ids, role, rnd, k, database_url)
-                   for harness, task_ids, role, rnd, k in jobs[start:start + cfg.concurrency]]
+        futures = [
+            runner.submit(cfg, run_id, harness, task_ids, role, rnd, k, database_url)
+            for harness, task_ids, role, rnd, k in jobs[start : start + cfg.concurrency]
+        ]
         wait(futures)
-        for (harness, *_), future in zip(jobs[start:start + cfg.concurrency], futures):
+        for (harness, *_), future in zip(jobs[start : start + cfg.concurrency], futures):
             out.append(future.result())
             record_harness_run(harness, out[-1], database_url)  # a cached result skipped its writes
         bar.update(bar_id, advance=len(futures))
     return out
 
 
-@flow(name="evolve", flow_run_name="evolve-{config.name}", on_failure=[mark_failed_on_failure(EvolveConfig, evolve_run_id)])
+@flow(
+    name="evolve",
+    flow_run_name="evolve-{config.name}",
+    on_failure=[mark_failed_on_failure(EvolveConfig, evolve_run_id)],
+)
 def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
@@ -74,12 +82,14 @@ def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
     run_id, h0, tasks = run["run_id"], run["h0"], run["task_ids"]
     parents, pool, rounds = [h0], [], []
     known = {_id(h0)}
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn()) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    ) as bar:
         for rnd in range(1, cfg.rounds + 1):
             bar_id = bar.add_task(f"round {rnd}: diagnose", total=len(parents))
-            diagnoses = run_harnesses(cfg, [(p, tasks, "diagnose", rnd, cfg.diagnose.k) for p in parents],
-                                 run_id, database_url, bar, bar_id)
+            diagnoses = run_harnesses(
+                cfg, [(p, tasks, "diagnose", rnd, cfg.diagnose.k) for p in parents], run_id, database_url, bar, bar_id
+            )
             candidates = []
             for parent, diagnosis in zip(parents, diagnoses):
                 proposed = propose_children(cfg, run_id, rnd, parent, diagnosis, sorted(known), database_url)
@@ -87,18 +97,42 @@ def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
                 candidates += [c for c in proposed if c["spec"] is not None]
                 known |= {c["harness_id"] for c in proposed if c["harness_id"]}
             bar.update(bar_id, description=f"round {rnd}: validate", total=len(parents) + len(candidates))
-            runs = run_harnesses(cfg, [(c["spec"], sorted(set(c["targeted"]) | set(c["controls"])), "validate", rnd,
-                                   cfg.validation.k) for c in candidates], run_id, database_url, bar, bar_id)
-            judged = [{**c, **judge(c, r, cfg.validation.min_fixed, cfg.validation.max_broken)}
-                      for c, r in zip(candidates, runs)]
+            runs = run_harnesses(
+                cfg,
+                [
+                    (c["spec"], sorted(set(c["targeted"]) | set(c["controls"])), "validate", rnd, cfg.validation.k)
+                    for c in candidates
+                ],
+                run_id,
+                database_url,
+                bar,
+                bar_id,
+            )
+            judged = [
+                {**c, **judge(c, r, cfg.validation.min_fixed, cfg.validation.max_broken)}
+                for c, r in zip(candidates, runs)
+            ]
             valid = [c for c in judged if c["valid"]]
             chosen = [valid[i] for i in greedy_cover([set(c["solved"]) for c in valid], cfg.parents_per_round)]
             record_candidates(cfg, run_id, rnd, judged, [c["harness_id"] for c in chosen], database_url)
             pool += [c["spec"] for c in valid]
-            rounds.append({"round": rnd, "parents": len(parents), "candidates": len(judged), "valid": len(valid),
-                           "selected": [c["name"] for c in chosen]})
-            logger.info("round %d: %d parents, %d candidates, %d valid, selected %s", rnd, len(parents),
-                        len(judged), len(valid), [c["name"] for c in chosen])
+            rounds.append(
+                {
+                    "round": rnd,
+                    "parents": len(parents),
+                    "candidates": len(judged),
+                    "valid": len(valid),
+                    "selected": [c["name"] for c in chosen],
+                }
+            )
+            logger.info(
+                "round %d: %d parents, %d candidates, %d valid, selected %s",
+                rnd,
+                len(parents),
+                len(judged),
+                len(valid),
+                [c["name"] for c in chosen],
+            )
             if chosen:
                 parents = [c["spec"] for c in chosen]
             else:  # keep the parents: the next round's editor tries other operator variants

@@ -45,8 +45,10 @@ def train_policy(cfg: PipelineConfig, pool_version: str | None, database_url: st
 def evaluate_policy(cfg: PipelineConfig, pool_version: str | None, trained: dict, database_url: str | None) -> dict:
     """Phase 3: every evaluation label (before, after, Rank-1, outside harnesses) -> its result."""
     train_cfg = training_config(cfg, pool_version)
-    return {label: {**evaluate(e, database_url), "harness": e.harness}
-            for label, e in evaluation_configs(cfg, train_cfg, trained["run_id"], trained["checkpoint"]).items()}
+    return {
+        label: {**evaluate(e, database_url), "harness": e.harness}
+        for label, e in evaluation_configs(cfg, train_cfg, trained["run_id"], trained["checkpoint"]).items()
+    }
 
 
 @flow(name="harness-s", flow_run_name="harness-s-{config.name}")
@@ -61,7 +63,14 @@ def harness_s(config: PipelineConfig, database_url: str | None = None) -> dict:
     trained = train_policy(cfg, pool_version, database_url)
     evaluations = evaluate_policy(cfg, pool_version, trained, database_url)
     for label, result in evaluations.items():
-        logger.info("%s: Pass@%d %.2f / Avg@%d %.2f", label, cfg.evaluate.k, result["overall"]["pass"]["mean"],
-                    cfg.evaluate.k, result["overall"]["avg"]["mean"])
-    return record_results(cfg, pool_version, trained["run_id"], trained["checkpoint"], evaluations, database_url,
-                          flow_run.get_id())
+        logger.info(
+            "%s: Pass@%d %.2f / Avg@%d %.2f",
+            label,
+            cfg.evaluate.k,
+            result["overall"]["pass"]["mean"],
+            cfg.evaluate.k,
+            result["overall"]["avg"]["mean"],
+        )
+    return record_results(
+        cfg, pool_version, trained["run_id"], trained["checkpoint"], evaluations, database_url, flow_run.get_id()
+    )

@@ -117,12 +117,15 @@ def reap_abandoned_runs(url: str) -> list[str]:
                     continue
                 owner = run.results["owner"]
                 when = utcnow().strftime("%Y-%m-%d %H:%M:%S UTC")
-                note = (f"its process {owner['pid']} on {owner['host']} ended without finishing it "
-                        f"(killed?); marked crashed at {when}")
+                note = (
+                    f"its process {owner['pid']} on {owner['host']} ended without finishing it "
+                    f"(killed?); marked crashed at {when}"
+                )
                 run.results = {**run.results, "crashed": note}
                 run.status, run.finished_at = "failed", utcnow()
-                notes.append(f"run {run.id} ({run.kind}) was left 'running': {note}; start the same "
-                             "command again to resume it")
+                notes.append(
+                    f"run {run.id} ({run.kind}) was left 'running': {note}; start the same command again to resume it"
+                )
     except SQLAlchemyError:
         return []
     finally:

@@ -31,7 +31,10 @@ def pool_report(config: PoolReportConfig, database_url: str | None = None) -> di
     n = max(len(run["siblings"]), 1)
     jobs = [(run["base"], run["task_ids"], "report", 0, cfg.k * n)]
     jobs += [(s, run["task_ids"], "report", 0, cfg.k) for s in run["siblings"]]
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn()) as bar:
-        results = run_harnesses(cfg, jobs, run["run_id"], database_url, bar, bar.add_task("harness runs", total=len(jobs)))
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    ) as bar:
+        results = run_harnesses(
+            cfg, jobs, run["run_id"], database_url, bar, bar.add_task("harness runs", total=len(jobs))
+        )
     return summarise_pool(cfg, run["run_id"], results[0], results[1:], database_url)

@@ -23,8 +23,14 @@ from prefect.runtime import flow_run
 
 from configs.schema import SftConfig
 from flows.ownership import claim_run
-from tasks.sft import (checkpoint_name, make_demonstrations, record_existing_checkpoint, register_checkpoint,
-                       register_sft_run, train_checkpoint)
+from tasks.sft import (
+    checkpoint_name,
+    make_demonstrations,
+    record_existing_checkpoint,
+    register_checkpoint,
+    register_sft_run,
+    train_checkpoint,
+)
 
 
 @flow(name="sft", flow_run_name="sft-{config.name}")
@@ -35,13 +41,23 @@ def sft(config: SftConfig, database_url: str | None = None) -> dict:
     claim_run(run_id, database_url)
     storage = Path(cfg.results_dir).expanduser().resolve()
     demos = make_demonstrations.with_options(result_storage=storage)(cfg, str(storage / "sft" / checkpoint_name(cfg)))
-    logger.info("%d verified demonstrations from %d training tasks (%d failed replays)",
-                demos["n_examples"], demos["n_tasks"], len(demos["failed_replays"]))
+    logger.info(
+        "%d verified demonstrations from %d training tasks (%d failed replays)",
+        demos["n_examples"],
+        demos["n_tasks"],
+        len(demos["failed_replays"]),
+    )
     meta = train_checkpoint(cfg, demos["path"], run_id)
     register_checkpoint(meta, database_url)
-    return {"checkpoint": meta["name"], "path": meta.get("path"), "demonstrations": demos["n_examples"],
-            "failed_replays": demos["failed_replays"], "heldout_loss_before": meta["heldout_loss_before"],
-            "heldout_loss_after": meta["heldout_loss_after"], "run_id": run_id}
+    return {
+        "checkpoint": meta["name"],
+        "path": meta.get("path"),
+        "demonstrations": demos["n_examples"],
+        "failed_replays": demos["failed_replays"],
+        "heldout_loss_before": meta["heldout_loss_before"],
+        "heldout_loss_after": meta["heldout_loss_after"],
+        "run_id": run_id,
+    }
 
 
 def ensure_warm_start(sft_cfg: SftConfig | None, database_url: str | None) -> None:

@@ -49,21 +49,33 @@ from tasks.training import (
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("valid groups {task.fields[valid]:.2f} rescue ok {task.fields[rescue]:.2f}"),
-                    TimeElapsedColumn(), TimeRemainingColumn())
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("valid groups {task.fields[valid]:.2f} rescue ok {task.fields[rescue]:.2f}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
 
 
 @flow(name="reanchor", flow_run_name="reanchor-step{step}")
-def reanchor(config: TrainConfig, run_id: str, step: int, val_task_ids: list[str], database_url: str | None = None) -> dict:
+def reanchor(
+    config: TrainConfig, run_id: str, step: int, val_task_ids: list[str], database_url: str | None = None
+) -> dict:
     """Freeze the policy; paired validation of every pool harness and H0 on the same tasks."""
     result = paired_validation(config, run_id, step, val_task_ids, database_url)
-    get_run_logger().info("re-anchor at step %d: %s", step,
-                          ", ".join(f"{k} {v:.2f}" for k, v in result["success"].items()))
+    get_run_logger().info(
+        "re-anchor at step %d: %s", step, ", ".join(f"{k} {v:.2f}" for k, v in result["success"].items())
+    )
     return result
 
 
-@flow(name="train", flow_run_name="train-{config.name}-{config.mode}", on_failure=[mark_failed_on_failure(TrainConfig, train_run_id)])
+@flow(
+    name="train",
+    flow_run_name="train-{config.name}-{config.mode}",
+    on_failure=[mark_failed_on_failure(TrainConfig, train_run_id)],
+)
 def train(config: TrainConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
@@ -74,8 +86,15 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
     if check_recorded_updates(cfg, run_id, database_url):  # resumed into a new or emptied database
         logger.info("run %s: its finished updates were written back from %s", run_id, cfg.state_dir)
     start = completed_updates(cfg, run_id)
-    logger.info("run %s from %s: updates %d..%d, %d training tasks, mode %s", run_id, init_checkpoint(cfg), start,
-                cfg.updates - 1, len(run["train_task_ids"]), cfg.mode)
+    logger.info(
+        "run %s from %s: updates %d..%d, %d training tasks, mode %s",
+        run_id,
+        init_checkpoint(cfg),
+        start,
+        cfg.updates - 1,
+        len(run["train_task_ids"]),
+        cfg.mode,
+    )
     with _progress() as bar:
         bar_id = bar.add_task("updates", total=cfg.updates, completed=start, valid=0.0, rescue=0.0)
         for step in range(start, cfg.updates):
@@ -90,8 +109,12 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
             update = update_policy(cfg, run_id, step, groups.trained)  # group advantages, one clipped update
             signals = record_step(cfg, run_id, step, groups, dead, update, anchor, database_url)
             save_progress(cfg, run_id, step, database_url)  # trainer state + this step's rows, for resume
-            bar.update(bar_id, completed=step + 1, valid=signals["train/valid_group_ratio"],
-                       rescue=signals["rollout/rescue_success"])
+            bar.update(
+                bar_id,
+                completed=step + 1,
+                valid=signals["train/valid_group_ratio"],
+                rescue=signals["rollout/rescue_success"],
+            )
     final = reanchor(cfg, run_id, cfg.updates, run["val_task_ids"], database_url)
     summary = finish_train_run(cfg, run_id, final, database_url)
     release_handle(run_id)  # the trained weights live on as the registry checkpoint; free model and optimizer

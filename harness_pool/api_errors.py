@@ -32,12 +32,24 @@ class Fixes:
     not_found: str = "check the model name and that the base URL points at the API root"
 
 
-def explain(err: Exception, sdk, *, base_url: str, model: str, timeout: float, key_env: str, placeholder: bool,
-            fixes: Fixes = Fixes()) -> str:
+def explain(
+    err: Exception,
+    sdk,
+    *,
+    base_url: str,
+    model: str,
+    timeout: float,
+    key_env: str,
+    placeholder: bool,
+    fixes: Fixes = Fixes(),
+) -> str:
     """The message for an exception of `sdk` (the openai or anthropic module): what failed, where, how to fix it."""
     where = f"{base_url} for model {model}"
     if isinstance(err, sdk.APITimeoutError):
-        return f"timed out after {timeout:g}s waiting for {where}: check the server is up and not overloaded, or {fixes.timeout}"
+        return (
+            f"timed out after {timeout:g}s waiting for {where}: check the server is up and not overloaded, "
+            f"or {fixes.timeout}"
+        )
     if isinstance(err, sdk.APIConnectionError):
         return f"cannot reach {where}: {fixes.unreachable}"
     if isinstance(err, (sdk.AuthenticationError, sdk.PermissionDeniedError)):

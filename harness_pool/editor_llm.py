@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 
-
 from harness_pool.diagnosis import CAUSES, Cluster
 from harness_pool.llm import ChatClient
 from harness_pool.patch import HarnessPatch, apply_patch, parse_patch
@@ -69,7 +68,7 @@ def _fenced_or_braced(text: str) -> str:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
         raise ValueError("the reply holds no JSON object; reply with one JSON object (the patch)")
-    return text[start:end + 1]
+    return text[start : end + 1]
 
 
 def _parse_reply(text: str, name: str) -> HarnessPatch:
@@ -88,8 +87,12 @@ def _cut(text: str, limit: int) -> str:
 
 def editor_prompt(parent: HarnessSpec, clusters: list[Cluster], failures: list[str], name: str) -> str:
     causes = "\n".join(f"- {c.cause} ({c.support} tasks): {CAUSES.get(c.cause, UNKNOWN_CAUSE)}" for c in clusters)
-    excerpts = "\n\n".join(f"--- failure {i + 1} ---\n{_cut(text, EXCERPT_CHARS)}"
-                           for i, text in enumerate(failures[:MAX_EXCERPTS])) or "(none)"
+    excerpts = (
+        "\n\n".join(
+            f"--- failure {i + 1} ---\n{_cut(text, EXCERPT_CHARS)}" for i, text in enumerate(failures[:MAX_EXCERPTS])
+        )
+        or "(none)"
+    )
     schema = json.dumps(HarnessPatch.model_json_schema(), ensure_ascii=False)
     targets = json.dumps([c.cause for c in clusters])
     return f"""## Root causes to fix
@@ -115,8 +118,10 @@ the edit does. Reply with exactly one JSON object in a ```json block."""
 
 
 def _repair_prompt(error: str) -> str:
-    return (f"That patch was rejected: {error}\n"
-            "Fix this and reply with the whole corrected patch: exactly one JSON object in a ```json block.")
+    return (
+        f"That patch was rejected: {error}\n"
+        "Fix this and reply with the whole corrected patch: exactly one JSON object in a ```json block."
+    )
 
 
 class LlmEditor:
@@ -125,12 +130,15 @@ class LlmEditor:
     def __init__(self, chat: ChatClient):
         self.chat = chat
 
-    def propose(self, parent: HarnessSpec, clusters: list[Cluster], failures: list[str], round: int, name: str
-                ) -> tuple[HarnessPatch | None, HarnessSpec | None, dict]:
+    def propose(
+        self, parent: HarnessSpec, clusters: list[Cluster], failures: list[str], round: int, name: str
+    ) -> tuple[HarnessPatch | None, HarnessSpec | None, dict]:
         """(patch, child, info); (None, None, info) when both attempts fail.
         info: {"attempts": 1|2, "errors": [one line per failed attempt], "raw": [reply texts, cut]}."""
-        messages = [{"role": "system", "content": EDITOR_SYSTEM},
-                    {"role": "user", "content": editor_prompt(parent, clusters, failures, name)}]
+        messages = [
+            {"role": "system", "content": EDITOR_SYSTEM},
+            {"role": "user", "content": editor_prompt(parent, clusters, failures, name)},
+        ]
         info: dict = {"attempts": 0, "errors": [], "raw": []}
         for attempt in (1, 2):
             reply = self.chat.chat(messages)
@@ -142,8 +150,10 @@ class LlmEditor:
             except ValueError as exc:  # JSON, validation and HarnessError (all ValueError)
                 error = " ".join(str(exc).split())
                 info["errors"].append(error)
-                messages += [{"role": "assistant", "content": reply},
-                             {"role": "user", "content": _repair_prompt(error)}]
+                messages += [
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": _repair_prompt(error)},
+                ]
         return None, None, info
 
 
@@ -165,8 +175,10 @@ class LlmDiagnoser:
 
     def cause(self, trajectory_text: str, rule_cause: str) -> str:
         known = "\n".join(f"- {cause}: {text}" for cause, text in CAUSES.items())
-        user = (f"Known causes:\n{known}\n\nA rule-based check guessed: {rule_cause}\n\n"
-                f"Failed trajectory:\n{_cut(trajectory_text, self.max_chars)}\n\nRoot cause label:")
+        user = (
+            f"Known causes:\n{known}\n\nA rule-based check guessed: {rule_cause}\n\n"
+            f"Failed trajectory:\n{_cut(trajectory_text, self.max_chars)}\n\nRoot cause label:"
+        )
         reply = self.chat.complete(DIAGNOSER_SYSTEM, user)
         label = reply.strip().strip("`'\"*.").strip().lower()
         return label if LABEL.match(label) else rule_cause

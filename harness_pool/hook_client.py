@@ -56,10 +56,23 @@ class HookWorker:
         self._stop()
         self._root = tempfile.mkdtemp(prefix="hs-hook-root-")
         os.chmod(self._root, 0o555)  # empty and read-only: the worker's whole file system after chroot
-        command = [sys.executable, "-I", str(WORKER_SCRIPT), self._root, str(PROJECT_ROOT),
-                   str(self.limits.memory_bytes)]
-        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL, env={}, cwd=self._root, close_fds=True)
+        command = [
+            sys.executable,
+            "-I",
+            str(WORKER_SCRIPT),
+            self._root,
+            str(PROJECT_ROOT),
+            str(self.limits.memory_bytes),
+        ]
+        self._proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={},
+            cwd=self._root,
+            close_fds=True,
+        )
         self._buffer = b""
         hello = self._read_line(STARTUP_TIMEOUT_S)
         if not hello.get("ready"):
@@ -126,8 +139,10 @@ class HookWorker:
             for attempt in range(2):
                 if session.generation != self.generation:
                     self._open(session)
-                reply = self._exchange({"op": "call", "episode": session.id, "hook": hook, "ctx": ctx,
-                                        "nb": session.notebook}, self.limits.wall_seconds_per_call)
+                reply = self._exchange(
+                    {"op": "call", "episode": session.id, "hook": hook, "ctx": ctx, "nb": session.notebook},
+                    self.limits.wall_seconds_per_call,
+                )
                 if reply.get("reopen") and attempt == 0:  # the worker evicted this episode: compile again
                     session.generation = None
                     continue
@@ -138,11 +153,26 @@ class HookWorker:
         return reply["effects"]
 
     def _open(self, session: HookSession) -> None:
-        limits = {k: getattr(self.limits, k) for k in ("seconds_per_call", "max_output_chars", "max_notebook_chars",
-                                                       "max_range", "max_sequence", "cpu_seconds")}
-        reply = self._exchange({"op": "open", "episode": session.id, "limits": limits,
-                                "hooks": [{"name": n, "source": s} for n, s in session.sources]},
-                               STARTUP_TIMEOUT_S)
+        limits = {
+            k: getattr(self.limits, k)
+            for k in (
+                "seconds_per_call",
+                "max_output_chars",
+                "max_notebook_chars",
+                "max_range",
+                "max_sequence",
+                "cpu_seconds",
+            )
+        }
+        reply = self._exchange(
+            {
+                "op": "open",
+                "episode": session.id,
+                "limits": limits,
+                "hooks": [{"name": n, "source": s} for n, s in session.sources],
+            },
+            STARTUP_TIMEOUT_S,
+        )
         if "error" in reply:
             raise HookFailure(f"hook code did not compile in the worker: {reply['error']}")
         session.generation = self.generation

@@ -63,8 +63,13 @@ def confine(root: str, limits: SandboxLimits) -> dict:
         os.setuid(NOBODY)
     applied["uid"] = os.getuid()
     applied["no_new_privs"] = libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-    for name, value in (("RLIMIT_AS", limits.memory_bytes), ("RLIMIT_FSIZE", 0), ("RLIMIT_CORE", 0),
-                        ("RLIMIT_NOFILE", 16), ("RLIMIT_NPROC", 0)):
+    for name, value in (
+        ("RLIMIT_AS", limits.memory_bytes),
+        ("RLIMIT_FSIZE", 0),
+        ("RLIMIT_CORE", 0),
+        ("RLIMIT_NOFILE", 16),
+        ("RLIMIT_NPROC", 0),
+    ):
         try:
             resource.setrlimit(getattr(resource, name), (value, value))
             applied[name] = value
@@ -95,8 +100,7 @@ class Worker:
             limits = SandboxLimits(**request.get("limits", {}))
             if len(self.episodes) >= MAX_EPISODES:
                 self.episodes.pop(next(iter(self.episodes)))
-            self.episodes[episode] = {h["name"]: compile_hook(h["source"], h["name"], limits)
-                                      for h in request["hooks"]}
+            self.episodes[episode] = {h["name"]: compile_hook(h["source"], h["name"], limits) for h in request["hooks"]}
             self.limits[episode] = limits
             return {"ok": True}
         if op == "close":
@@ -114,9 +118,13 @@ class Worker:
             try:
                 size = len(json.dumps(nb))
             except (TypeError, ValueError):
-                raise HookFailure("the notebook may only hold JSON values (str, number, bool, None, list, dict)") from None
+                raise HookFailure(
+                    "the notebook may only hold JSON values (str, number, bool, None, list, dict)"
+                ) from None
             if size > limits.max_notebook_chars:
-                raise HookFailure(f"the notebook is {size} characters as JSON; the limit is {limits.max_notebook_chars}")
+                raise HookFailure(
+                    f"the notebook is {size} characters as JSON; the limit is {limits.max_notebook_chars}"
+                )
             return {"effects": effects, "nb": nb}
         return {"error": f"unknown op {op!r}"}
 

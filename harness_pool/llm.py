@@ -45,8 +45,10 @@ def _api_key(api_key_env: str, custom_url: bool, what: str) -> tuple[str, bool]:
         return key, False
     if custom_url:
         return PLACEHOLDER_KEY, True
-    raise LlmError(f"${api_key_env} is not set: export your {what} API key in it, "
-                   "or set a base_url for a local server that needs no key")
+    raise LlmError(
+        f"${api_key_env} is not set: export your {what} API key in it, "
+        "or set a base_url for a local server that needs no key"
+    )
 
 
 class ChatClient:
@@ -75,15 +77,32 @@ class ChatClient:
 
     def _error(self, err: Exception, key_env: str, placeholder: bool, sdk) -> LlmError:
         """One-line LlmError for an exception of the `openai` or `anthropic` package (`sdk`)."""
-        return LlmError(explain(err, sdk, base_url=self.base_url, model=self.model, timeout=self.timeout,
-                                key_env=key_env, placeholder=placeholder))
+        return LlmError(
+            explain(
+                err,
+                sdk,
+                base_url=self.base_url,
+                model=self.model,
+                timeout=self.timeout,
+                key_env=key_env,
+                placeholder=placeholder,
+            )
+        )
 
 
 class OpenAIChat(ChatClient):
     """A chat-completions server through `openai.OpenAI` (base_url ends with /v1)."""
 
-    def __init__(self, model: str, base_url: str | None, api_key_env: str = "OPENAI_API_KEY",
-                 temperature: float = 0.6, max_tokens: int = 1500, timeout: float = 60, max_retries: int = 2):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None,
+        api_key_env: str = "OPENAI_API_KEY",
+        temperature: float = 0.6,
+        max_tokens: int = 1500,
+        timeout: float = 60,
+        max_retries: int = 2,
+    ):
         super().__init__()
         self.model, self.base_url = model, base_url or OPENAI_DEFAULT_URL
         self.temperature, self.max_tokens, self.timeout = temperature, max_tokens, timeout
@@ -94,14 +113,17 @@ class OpenAIChat(ChatClient):
     def chat(self, messages: list[dict[str, str]]) -> str:
         try:
             response = self.client.chat.completions.create(
-                model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens)
+                model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens
+            )
         except openai.OpenAIError as err:
             raise self._error(err, self.api_key_env, self.key_is_placeholder, openai) from err
         if response.usage is not None:
             self._count(response.usage.prompt_tokens, response.usage.completion_tokens)
         if not response.choices:
-            raise LlmError(f"{self.base_url} returned no choices for model {self.model}: "
-                           "check that the server implements /chat/completions")
+            raise LlmError(
+                f"{self.base_url} returned no choices for model {self.model}: "
+                "check that the server implements /chat/completions"
+            )
         message = response.choices[0].message
         return (message.content if message else None) or ""
 
@@ -115,18 +137,29 @@ class AnthropicChat(ChatClient):
     logs a warning that it is not applied, so runs do not silently claim a temperature.
     """
 
-    def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "ANTHROPIC_API_KEY",
-                 temperature: float | None = None, max_tokens: int = 1500, timeout: float = 60, max_retries: int = 2):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "ANTHROPIC_API_KEY",
+        temperature: float | None = None,
+        max_tokens: int = 1500,
+        timeout: float = 60,
+        max_retries: int = 2,
+    ):
         super().__init__()
         self.model, self.base_url = model, base_url or ANTHROPIC_DEFAULT_URL
         self.temperature, self.max_tokens, self.timeout = temperature, max_tokens, timeout
         if temperature is not None:
-            log.warning("temperature %g is not sent to %s: the Anthropic Messages API rejects sampling "
-                        "parameters; the model's own sampling applies", temperature, self.base_url)
+            log.warning(
+                "temperature %g is not sent to %s: the Anthropic Messages API rejects sampling "
+                "parameters; the model's own sampling applies",
+                temperature,
+                self.base_url,
+            )
         self.api_key_env = api_key_env
         key, self.key_is_placeholder = _api_key(api_key_env, base_url is not None, "Anthropic")
-        self.client = anthropic.Anthropic(base_url=self.base_url, api_key=key, timeout=timeout,
-                                          max_retries=max_retries)
+        self.client = anthropic.Anthropic(base_url=self.base_url, api_key=key, timeout=timeout, max_retries=max_retries)
 
     def chat(self, messages: list[dict[str, str]]) -> str:
         """System messages go to the `system` parameter; the rest keep their order."""
@@ -134,8 +167,9 @@ class AnthropicChat(ChatClient):
         turns = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
         extra = {"system": system} if system else {}
         try:
-            response = self.client.messages.create(model=self.model, messages=turns, max_tokens=self.max_tokens,
-                                                   **extra)
+            response = self.client.messages.create(
+                model=self.model, messages=turns, max_tokens=self.max_tokens, **extra
+            )
         except anthropic.AnthropicError as err:
             raise self._error(err, self.api_key_env, self.key_is_placeholder, anthropic) from err
         if response.usage is not None:
@@ -143,8 +177,9 @@ class AnthropicChat(ChatClient):
         return "".join(block.text for block in response.content if block.type == "text")
 
 
-def make_chat(kind: str, model: str, base_url: str | None, api_key_env: str | None, temperature: float,
-              max_tokens: int) -> ChatClient:
+def make_chat(
+    kind: str, model: str, base_url: str | None, api_key_env: str | None, temperature: float, max_tokens: int
+) -> ChatClient:
     """A chat client of `kind` 'openai' or 'anthropic' (api_key_env None: the provider's usual variable)."""
     classes = {"openai": OpenAIChat, "anthropic": AnthropicChat}
     if kind not in classes:

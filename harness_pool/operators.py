@@ -12,17 +12,19 @@ from __future__ import annotations
 from harness_pool.diagnosis import FAMILY_OF, Cluster
 from harness_pool.patch import HarnessPatch, parse_patch
 
-FORMAT_REMINDER = ("Reminder: end every reply with either 'Action: Operation' and one ```sql block, "
-                   "or 'Action: Answer' and 'Final Answer: [...]' (a list).")
+FORMAT_REMINDER = (
+    "Reminder: end every reply with either 'Action: Operation' and one ```sql block, "
+    "or 'Action: Answer' and 'Final Answer: [...]' (a list)."
+)
 
-_BLOCK_REPEAT = '''def hook(ctx, nb):
+_BLOCK_REPEAT = """def hook(ctx, nb):
     sql = " ".join((ctx["action_sql"] or "").lower().split())
     if sql and sql in [" ".join(q.lower().split()) for q in ctx["sql_history"]]:
         return {"block": "You already ran this exact query; its result is above. Answer, or run a different query."}
     return None
-'''
+"""
 
-_QUOTE_TABLE = '''def hook(ctx, nb):
+_QUOTE_TABLE = """def hook(ctx, nb):
     sql = ctx["action_sql"] or ""
     name = ctx["table_name"]
     if not name or "`" + name + "`" in sql:
@@ -31,13 +33,13 @@ _QUOTE_TABLE = '''def hook(ctx, nb):
         if word + name in sql:
             return {"rewrite": sql.replace(word + name, word + "`" + name + "`")}
     return None
-'''
+"""
 
-_LAST_CHANCE = '''def hook(ctx, nb):
+_LAST_CHANCE = """def hook(ctx, nb):
     if ctx["round"] >= 2 and ctx["queries"] >= 1 and not ctx["last_error"]:
         return {"inject": "If the result above answers the request, answer now with Action: Answer."}
     return None
-'''
+"""
 
 
 def _skill(name: str, text: str) -> dict:
@@ -57,14 +59,24 @@ OPERATORS: dict[str, list[list[dict]]] = {
     "format_error": [
         [{"op": "set_tool_view", "on_invalid": "warn", "invalid_message": FORMAT_REMINDER}],
         [_recovery(FORMAT_REMINDER)],
-        [_skill("protocol", "Every reply ends with exactly one action: 'Action: Operation' followed by a ```sql "
-                            "block, or 'Action: Answer' followed by 'Final Answer: [...]'.")],
+        [
+            _skill(
+                "protocol",
+                "Every reply ends with exactly one action: 'Action: Operation' followed by a ```sql "
+                "block, or 'Action: Answer' followed by 'Final Answer: [...]'.",
+            )
+        ],
     ],
     "answer_not_list": [
         [{"op": "set_tool_view", "accept_scalar_answer": True}],
-        [_skill("answer_list", "The final answer is always a list, even for one value: Final Answer: [\"42\"].")],
-        [{"op": "set_tool_view", "on_invalid": "warn",
-          "invalid_message": "Write the final answer as a list, e.g. Final Answer: [\"42\"]."}],
+        [_skill("answer_list", 'The final answer is always a list, even for one value: Final Answer: ["42"].')],
+        [
+            {
+                "op": "set_tool_view",
+                "on_invalid": "warn",
+                "invalid_message": 'Write the final answer as a list, e.g. Final Answer: ["42"].',
+            }
+        ],
     ],
     "context_overflow": [
         [{"op": "set_context", "max_observation_chars": 400}],
@@ -72,40 +84,73 @@ OPERATORS: dict[str, list[list[dict]]] = {
         [{"op": "set_context", "max_observation_chars": 300, "history_window": 4}],
     ],
     "answered_without_query": [
-        [{"op": "add_guard_rule", "when": {"action_kind": "answer", "queries_at_most": 0},
-          "message": "You have not run any query yet. Query the table first, then answer."}],
+        [
+            {
+                "op": "add_guard_rule",
+                "when": {"action_kind": "answer", "queries_at_most": 0},
+                "message": "You have not run any query yet. Query the table first, then answer.",
+            }
+        ],
         [_skill("query_first", "Never answer from the request text alone: run a query on the table first.")],
         [{"op": "add_hint", "at": "on_init", "message": "Start by running a query on `{table_name}`."}],
     ],
     "unquoted_name": [
-        [{"op": "add_hint", "at": "on_init", "message": "The table is named `{table_name}`; always write it in "
-                                                        "backticks exactly like that."}],
+        [
+            {
+                "op": "add_hint",
+                "at": "on_init",
+                "message": "The table is named `{table_name}`; always write it in backticks exactly like that.",
+            }
+        ],
         [_code("before_action", "quote_table", _QUOTE_TABLE)],
         [_skill("backticks", "Put every table and column name in backticks, e.g. SELECT `col name` FROM `table`.")],
     ],
     "unknown_table": [
         [{"op": "add_hint", "at": "on_init", "message": "The only table is `{table_name}`."}],
-        [_recovery("The only table is `{table_name}`; use exactly that name in backticks.",
-                   observation_matches="no such table|doesn't exist")],
+        [
+            _recovery(
+                "The only table is `{table_name}`; use exactly that name in backticks.",
+                observation_matches="no such table|doesn't exist",
+            )
+        ],
         [_code("before_action", "quote_table", _QUOTE_TABLE)],
     ],
     "unknown_column": [
         [{"op": "add_hint", "at": "on_init", "message": "The table `{table_name}` has the columns: {headers}."}],
-        [_recovery("The columns of `{table_name}` are exactly: {headers}. Use these names in backticks.",
-                   observation_matches="no such column|unknown column")],
-        [{"op": "add_hint", "at": "on_init", "message": "Columns of `{table_name}`: {headers}. First rows: "
-                                                        "{sample_rows}"}],
+        [
+            _recovery(
+                "The columns of `{table_name}` are exactly: {headers}. Use these names in backticks.",
+                observation_matches="no such column|unknown column",
+            )
+        ],
+        [
+            {
+                "op": "add_hint",
+                "at": "on_init",
+                "message": "Columns of `{table_name}`: {headers}. First rows: {sample_rows}",
+            }
+        ],
     ],
     "sql_syntax": [
-        [_recovery("The query did not parse. Write one statement on one line, names in backticks, text values in "
-                   "single quotes.", last_step_error=True)],
+        [
+            _recovery(
+                "The query did not parse. Write one statement on one line, names in backticks, text values in "
+                "single quotes.",
+                last_step_error=True,
+            )
+        ],
         [_skill("sql_form", "Write SQL as one statement on one line: SELECT `a` FROM `t` WHERE `b` = 'text';")],
-        [{"op": "set_memory", "query_log": 3},
-         _recovery("The last query failed; fix exactly the part the error names.", last_step_error=True)],
+        [
+            {"op": "set_memory", "query_log": 3},
+            _recovery("The last query failed; fix exactly the part the error names.", last_step_error=True),
+        ],
     ],
     "sql_other_error": [
-        [_recovery("The query failed: read the error and fix exactly that part before trying again.",
-                   last_step_error=True)],
+        [
+            _recovery(
+                "The query failed: read the error and fix exactly that part before trying again.", last_step_error=True
+            )
+        ],
         [_skill("read_errors", "When a query fails, change only what the error message points at.")],
         [{"op": "set_memory", "query_log": 3}],
     ],
@@ -120,31 +165,65 @@ OPERATORS: dict[str, list[list[dict]]] = {
         [{"op": "set_guidance", "text": "Answer as soon as a query result gives what the request asks for."}],
     ],
     "no_mutation": [
-        [_skill("mutate", "For a request to add or change rows, run the INSERT or UPDATE statement first; only then "
-                          "answer with Final Answer: [].")],
-        [{"op": "add_guard_rule", "when": {"action_kind": "answer", "queries_at_most": 0,
-                                           "instruction_matches": "insert|update|add|change|set|modify"},
-          "message": "This request changes the table: run the INSERT or UPDATE first, then answer []."}],
-        [{"op": "add_hint", "at": "on_init", "when": {"instruction_matches": "insert|update|add|change|set|modify"},
-          "message": "This request changes the table: write the INSERT or UPDATE statement."}],
+        [
+            _skill(
+                "mutate",
+                "For a request to add or change rows, run the INSERT or UPDATE statement first; only then "
+                "answer with Final Answer: [].",
+            )
+        ],
+        [
+            {
+                "op": "add_guard_rule",
+                "when": {
+                    "action_kind": "answer",
+                    "queries_at_most": 0,
+                    "instruction_matches": "insert|update|add|change|set|modify",
+                },
+                "message": "This request changes the table: run the INSERT or UPDATE first, then answer [].",
+            }
+        ],
+        [
+            {
+                "op": "add_hint",
+                "at": "on_init",
+                "when": {"instruction_matches": "insert|update|add|change|set|modify"},
+                "message": "This request changes the table: write the INSERT or UPDATE statement.",
+            }
+        ],
     ],
     "wrong_mutation": [
-        [{"op": "add_hint", "at": "on_init", "message": "Columns of `{table_name}`: {headers}. Existing rows look "
-                                                        "like: {sample_rows}"}],
+        [
+            {
+                "op": "add_hint",
+                "at": "on_init",
+                "message": "Columns of `{table_name}`: {headers}. Existing rows look like: {sample_rows}",
+            }
+        ],
         [_skill("match_format", "Write new values in the same format as the existing rows (look at a few first).")],
         [_skill("inspect", "Before an INSERT or UPDATE, run SELECT * FROM the table LIMIT 3 to see value formats.")],
     ],
     "wrong_answer_shape": [
         [_skill("shape", "Answer with exactly the values asked for, one list element per value, nothing extra.")],
-        [_recovery("If this result answers the request, answer with exactly these values as a list.",
-                   last_step_error=False, queries_at_least=1)],
+        [
+            _recovery(
+                "If this result answers the request, answer with exactly these values as a list.",
+                last_step_error=False,
+                queries_at_least=1,
+            )
+        ],
         [{"op": "set_guidance", "text": "Count how many values the request asks for, and give that many."}],
     ],
     "wrong_value": [
         [{"op": "set_guidance", "text": "Copy values exactly as the database returns them into the final answer."}],
         [_skill("inspect", "Run SELECT * FROM the table LIMIT 3 first, to see the exact names and value formats.")],
-        [{"op": "add_hint", "at": "on_init", "message": "Columns of `{table_name}`: {headers}. First rows: "
-                                                        "{sample_rows}"}],
+        [
+            {
+                "op": "add_hint",
+                "at": "on_init",
+                "message": "Columns of `{table_name}`: {headers}. First rows: {sample_rows}",
+            }
+        ],
     ],
 }
 
@@ -173,5 +252,11 @@ def offline_patch(target: list[Cluster], variant: int, name: str) -> HarnessPatc
                 seen.add(key)
                 edits.append(edit)
     causes = [c.cause for c in target]
-    return parse_patch({"name": name, "description": f"offline operators v{variant} for {', '.join(causes)}",
-                        "root_causes": causes, "edits": edits})
+    return parse_patch(
+        {
+            "name": name,
+            "description": f"offline operators v{variant} for {', '.join(causes)}",
+            "root_causes": causes,
+            "edits": edits,
+        }
+    )

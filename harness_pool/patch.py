@@ -14,8 +14,19 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness_pool.spec import (CodeHook, Condition, ContextPolicy, HarnessError, HarnessSpec, HookRule, MemoryPolicy,
-                               Provenance, Skill, ToolView, first_error)
+from harness_pool.spec import (
+    CodeHook,
+    Condition,
+    ContextPolicy,
+    HarnessError,
+    HarnessSpec,
+    HookRule,
+    MemoryPolicy,
+    Provenance,
+    Skill,
+    ToolView,
+    first_error,
+)
 
 
 class _Edit(BaseModel):
@@ -97,11 +108,28 @@ class AddCodeHook(_Edit):
 class RemoveHooks(_Edit):
     op: Literal["remove_hooks"]
     at: Literal["on_init", "before_model_call", "before_action", "after_step"] = Field(
-        description="Drop every declarative rule and code hook at this point.")
+        description="Drop every declarative rule and code hook at this point."
+    )
 
 
-Edit = Annotated[Union[AppendPrompt, SetPrompt, AddSkill, RemoveSkill, SetGuidance, SetContext, SetMemory, SetToolView,
-                       AddGuardRule, AddRecoveryRule, AddHint, AddCodeHook, RemoveHooks], Field(discriminator="op")]
+Edit = Annotated[
+    Union[
+        AppendPrompt,
+        SetPrompt,
+        AddSkill,
+        RemoveSkill,
+        SetGuidance,
+        SetContext,
+        SetMemory,
+        SetToolView,
+        AddGuardRule,
+        AddRecoveryRule,
+        AddHint,
+        AddCodeHook,
+        RemoveHooks,
+    ],
+    Field(discriminator="op"),
+]
 
 
 class HarnessPatch(BaseModel):
@@ -126,8 +154,11 @@ def _apply_one(spec: HarnessSpec, edit) -> dict:
     if isinstance(edit, SetGuidance):
         return {"guidance": edit.text}
     if isinstance(edit, (SetContext, SetMemory, SetToolView)):
-        target, kind = {SetContext: ("context", ContextPolicy), SetMemory: ("memory", MemoryPolicy),
-                        SetToolView: ("tool_view", ToolView)}[type(edit)]
+        target, kind = {
+            SetContext: ("context", ContextPolicy),
+            SetMemory: ("memory", MemoryPolicy),
+            SetToolView: ("tool_view", ToolView),
+        }[type(edit)]
         changes = edit.model_dump(exclude={"op"}, exclude_none=True)
         return {target: kind.model_validate({**getattr(spec, target).model_dump(), **changes})}
     if isinstance(edit, AddGuardRule):
@@ -141,8 +172,10 @@ def _apply_one(spec: HarnessSpec, edit) -> dict:
     if isinstance(edit, AddCodeHook):
         return {"code_hooks": [h for h in spec.code_hooks if h.name != edit.hook.name] + [edit.hook]}
     if isinstance(edit, RemoveHooks):
-        return {"hooks": [h for h in spec.hooks if h.at != edit.at],
-                "code_hooks": [h for h in spec.code_hooks if h.at != edit.at]}
+        return {
+            "hooks": [h for h in spec.hooks if h.at != edit.at],
+            "code_hooks": [h for h in spec.code_hooks if h.at != edit.at],
+        }
     raise TypeError(f"unknown edit {edit!r}")
 
 
@@ -152,9 +185,13 @@ def apply_patch(parent: HarnessSpec, patch: HarnessPatch, round: int | None = No
     for edit in patch.edits:
         spec = spec.model_copy(update=_apply_one(spec, edit))
     data = spec.model_dump(mode="json")
-    data.update(name=patch.name, parent_ids=[parent.id],
-                provenance=Provenance(edit=patch.description, root_causes=list(patch.root_causes),
-                                      round=round).model_dump(mode="json"))
+    data.update(
+        name=patch.name,
+        parent_ids=[parent.id],
+        provenance=Provenance(edit=patch.description, root_causes=list(patch.root_causes), round=round).model_dump(
+            mode="json"
+        ),
+    )
     try:
         child = HarnessSpec.model_validate(data)  # re-validates every component, code hooks included
     except ValidationError as exc:

@@ -30,8 +30,11 @@ from harness_pool.spec import HarnessError, HarnessSpec, dump_harness, load_harn
 # Pools live in the checkout you work in: $HS_POOL_ROOT, else ./harness_pool/pools when the working
 # directory is a checkout (a clone used by `dvc repro`, say), else the installed package's folder.
 _CWD_ROOT = Path("harness_pool") / "pools"
-DEFAULT_ROOT = Path(os.environ["HS_POOL_ROOT"]).resolve() if os.environ.get("HS_POOL_ROOT") else (
-    _CWD_ROOT.resolve() if _CWD_ROOT.is_dir() else Path(__file__).parent / "pools")
+DEFAULT_ROOT = (
+    Path(os.environ["HS_POOL_ROOT"]).resolve()
+    if os.environ.get("HS_POOL_ROOT")
+    else (_CWD_ROOT.resolve() if _CWD_ROOT.is_dir() else Path(__file__).parent / "pools")
+)
 MANIFEST = "manifest.yaml"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -78,14 +81,23 @@ def pool_id(member_ids: list[str]) -> str:
 
 def _check_name(kind: str, value: str) -> None:
     if not _NAME.match(value):
-        raise HarnessError(f"{kind} '{value}' is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
-                           "starting with a letter or digit")
+        raise HarnessError(
+            f"{kind} '{value}' is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
 
 
 def _member(spec: HarnessSpec) -> PoolMember:
     p = spec.provenance
-    return PoolMember(name=spec.name, id=spec.id, file=f"{spec.name}.yaml", parent_ids=list(spec.parent_ids),
-                      round=p.round, root_causes=list(p.root_causes), edit=p.edit)
+    return PoolMember(
+        name=spec.name,
+        id=spec.id,
+        file=f"{spec.name}.yaml",
+        parent_ids=list(spec.parent_ids),
+        round=p.round,
+        root_causes=list(p.root_causes),
+        edit=p.edit,
+    )
 
 
 def _check_members(specs: list[HarnessSpec], benchmark: str) -> None:
@@ -118,8 +130,14 @@ def _read_manifest(folder: Path) -> PoolManifest:
     return manifest
 
 
-def freeze_pool(base: HarnessSpec, siblings: list[HarnessSpec], benchmark: str, version: str, root: Path,
-                created_by: str | None = None) -> PoolManifest:
+def freeze_pool(
+    base: HarnessSpec,
+    siblings: list[HarnessSpec],
+    benchmark: str,
+    version: str,
+    root: Path,
+    created_by: str | None = None,
+) -> PoolManifest:
     """Write base and siblings as pool `version`; returns the existing manifest if that version
     already holds exactly these harnesses."""
     _check_name("benchmark", benchmark)
@@ -127,8 +145,14 @@ def freeze_pool(base: HarnessSpec, siblings: list[HarnessSpec], benchmark: str, 
     specs = [base, *siblings]
     _check_members(specs, benchmark)
     members = [_member(s) for s in specs]
-    manifest = PoolManifest(benchmark=benchmark, version=version, pool_id=pool_id([m.id for m in members]),
-                            base_id=base.id, created_by=created_by, members=members)
+    manifest = PoolManifest(
+        benchmark=benchmark,
+        version=version,
+        pool_id=pool_id([m.id for m in members]),
+        base_id=base.id,
+        created_by=created_by,
+        members=members,
+    )
     final = Path(root) / benchmark / version
     if final.exists():
         return _existing(final, manifest)
@@ -169,8 +193,9 @@ def _pool_dir(version_or_path: str, benchmark: str, root: Path) -> Path:
     raise HarnessError(f"pool version '{version_or_path}' not found under {Path(root) / benchmark}; {have}")
 
 
-def load_pool(version_or_path: str, benchmark: str = "dbbench",
-              root: Path = DEFAULT_ROOT) -> tuple[PoolManifest, HarnessSpec, list[HarnessSpec]]:
+def load_pool(
+    version_or_path: str, benchmark: str = "dbbench", root: Path = DEFAULT_ROOT
+) -> tuple[PoolManifest, HarnessSpec, list[HarnessSpec]]:
     """Read a pool version (by name under root, or by folder path) and check every file's id.
 
     Returns (manifest, base, siblings) with siblings in manifest order."""
@@ -182,8 +207,10 @@ def load_pool(version_or_path: str, benchmark: str = "dbbench",
     for m in manifest.members:
         spec = load_harness(folder / m.file, benchmark=manifest.benchmark)
         if spec.id != m.id:
-            raise HarnessError(f"{folder / m.file}: content differs from the frozen harness (id {spec.id[:12]}, "
-                               f"manifest says {m.id[:12]}); restore the file or freeze a new version")
+            raise HarnessError(
+                f"{folder / m.file}: content differs from the frozen harness (id {spec.id[:12]}, "
+                f"manifest says {m.id[:12]}); restore the file or freeze a new version"
+            )
         if m.id == manifest.base_id:
             base = spec
         else:
@@ -227,8 +254,9 @@ def diff_pools(a: PoolManifest, b: PoolManifest) -> dict:
 def _file_diff(a: PoolManifest, old: PoolMember, b: PoolManifest, new: PoolMember) -> str:
     before = (a.directory / old.file).read_text().splitlines(keepends=True)
     after = (b.directory / new.file).read_text().splitlines(keepends=True)
-    return "".join(difflib.unified_diff(before, after, fromfile=f"{a.version}/{old.file}",
-                                        tofile=f"{b.version}/{new.file}"))
+    return "".join(
+        difflib.unified_diff(before, after, fromfile=f"{a.version}/{old.file}", tofile=f"{b.version}/{new.file}")
+    )
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -283,7 +311,7 @@ def _dvc_add(root: Path, pool_dir: Path) -> None:
         with Repo(str(root)) as repo:
             repo.scm_context.quiet = True  # we stage and commit the files ourselves
             repo.add(str(pool_dir))
-    except Exception as exc:  # DVC raises many exception types; all mean "not versioned"
+    except Exception as exc:  # noqa: BLE001 - DVC raises many exception types; all mean "not versioned"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise HarnessError(f"dvc add {pool_dir.name} failed: {first}") from None
 
@@ -294,7 +322,7 @@ def resolve_pool(entries: list[str], benchmark: str = "dbbench", root: Path = DE
     out: dict[str, HarnessSpec] = {}
     for entry in entries:
         if entry.startswith("pool:"):
-            _, _, siblings = load_pool(entry[len("pool:"):], benchmark, root)
+            _, _, siblings = load_pool(entry[len("pool:") :], benchmark, root)
             out.update({s.id: s for s in siblings})
         else:
             spec = load_harness(entry, benchmark)

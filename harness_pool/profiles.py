@@ -65,9 +65,9 @@ class TaskCondition(_Frozen):
 
     task_types: list[str] = Field(default_factory=list, description="DBBench task types, e.g. ['UPDATE'].")
     tiers: list[str] = Field(default_factory=list, description="Difficulty tiers (train split), e.g. ['medium'].")
-    keywords: list[str] = Field(default_factory=list,
-                                description="Words of which at least one must appear in the task text "
-                                            "(case-insensitive).")
+    keywords: list[str] = Field(
+        default_factory=list, description="Words of which at least one must appear in the task text (case-insensitive)."
+    )
 
     def matches(self, task: object) -> bool:
         """Whether a task (BenchTask, PairedRecord, or anything with those attributes) qualifies."""
@@ -113,8 +113,9 @@ class ProfileEntry(_Frozen):
 class BehaviourProfile(_Frozen):
     harness_id: str = Field(description="Content id of the sibling.")
     harness_name: str = Field(description="Its readable name.")
-    success_rate: float = Field(description="Its validation success rate (mean over the paired tasks of their "
-                                "rollout success).")
+    success_rate: float = Field(
+        description="Its validation success rate (mean over the paired tasks of their rollout success)."
+    )
     h0_success_rate: float = Field(description="H0's validation success rate on the same tasks.")
     prefer: list[ProfileEntry] = Field(default_factory=list, description="Where it beats H0.")
     avoid: list[ProfileEntry] = Field(default_factory=list, description="Where it loses to H0.")
@@ -141,8 +142,12 @@ def _by_task(records: Iterable[PairedRecord], harness_id: str) -> dict[str, Pair
             continue
         if r.bench_task_id in out:
             old = out[r.bench_task_id]
-            r = old.model_copy(update={"successes": old.successes + r.successes,
-                                       "behaviour_tags": old.behaviour_tags + r.behaviour_tags})
+            r = old.model_copy(
+                update={
+                    "successes": old.successes + r.successes,
+                    "behaviour_tags": old.behaviour_tags + r.behaviour_tags,
+                }
+            )
         out[r.bench_task_id] = r
     return out
 
@@ -167,8 +172,7 @@ def _tag_phrases(sib: list[PairedRecord], h0: list[PairedRecord]) -> list[str]:
     tags = sorted({t for r in sib + h0 for tags in r.behaviour_tags for t in tags})
     diffs = [(round(100 * (_tag_share(sib, t) - _tag_share(h0, t))), t) for t in tags]
     diffs = sorted((d for d in diffs if abs(d[0]) >= MIN_TAG_POINTS), key=lambda d: (-abs(d[0]), d[1]))
-    return [f"{TAG_PHRASES.get(t, f'shows {t!r}')} {'more' if d > 0 else 'less'} often ({d:+d} pts)"
-            for d, t in diffs]
+    return [f"{TAG_PHRASES.get(t, f'shows {t!r}')} {'more' if d > 0 else 'less'} often ({d:+d} pts)" for d, t in diffs]
 
 
 def _behaviour(sibling: HarnessSpec, sib: list[PairedRecord], h0: list[PairedRecord]) -> str:
@@ -184,8 +188,9 @@ def _paired(sibling: HarnessSpec, records: list[PairedRecord], h0_id: str):
 
 def _entry(cond: TaskCondition, behaviour: str, ids: list[str], sib, base) -> ProfileEntry:
     delta = mean(_rate(sib[i]) - _rate(base[i]) for i in ids)
-    return ProfileEntry(when=cond, behaviour=behaviour,
-                        evidence=Evidence(bench_task_ids=ids, delta=round(delta, 6), n=len(ids)))
+    return ProfileEntry(
+        when=cond, behaviour=behaviour, evidence=Evidence(bench_task_ids=ids, delta=round(delta, 6), n=len(ids))
+    )
 
 
 def _order(entries: list[ProfileEntry]) -> list[ProfileEntry]:
@@ -193,8 +198,9 @@ def _order(entries: list[ProfileEntry]) -> list[ProfileEntry]:
     return sorted(entries, key=lambda e: (-abs(e.evidence.delta), e.when.text()))
 
 
-def induce_offline(sibling: HarnessSpec, records: list[PairedRecord], h0_id: str,
-                   min_tasks: int = 1) -> BehaviourProfile:
+def induce_offline(
+    sibling: HarnessSpec, records: list[PairedRecord], h0_id: str, min_tasks: int = 1
+) -> BehaviourProfile:
     """Profile from paired records: one candidate entry per task type and per tier; a positive
     mean delta makes it a prefer entry, a negative one an avoid entry, zero says nothing."""
     sib, base, ids = _paired(sibling, records, h0_id)
@@ -214,12 +220,19 @@ def induce_offline(sibling: HarnessSpec, records: list[PairedRecord], h0_id: str
             prefer.append(entry)
         elif entry.evidence.delta < -_EPS:
             avoid.append(entry)
-    return BehaviourProfile(harness_id=sibling.id, harness_name=sibling.name, success_rate=_success_rate(sib, ids),
-                            h0_success_rate=_success_rate(base, ids), prefer=_order(prefer), avoid=_order(avoid),
-                            inducer="offline")
+    return BehaviourProfile(
+        harness_id=sibling.id,
+        harness_name=sibling.name,
+        success_rate=_success_rate(sib, ids),
+        h0_success_rate=_success_rate(base, ids),
+        prefer=_order(prefer),
+        avoid=_order(avoid),
+        inducer="offline",
+    )
 
 
 # ------------------------------------------------------------------------------------- LLM inducer
+
 
 class _LlmEntry(_Frozen):
     when: TaskCondition
@@ -234,7 +247,8 @@ class _LlmReply(_Frozen):
 INDUCER_SYSTEM = (
     "You compare two agent harnesses that ran the same SQL benchmark tasks: the base harness H0 and a "
     "sibling made from it by one edit. Describe when the sibling should be preferred over H0 and when it "
-    "should be avoided, and how it behaves differently there. Reply with one JSON object only.")
+    "should be avoided, and how it behaves differently there. Reply with one JSON object only."
+)
 
 
 def parse_json_reply(text: str) -> object:
@@ -244,7 +258,7 @@ def parse_json_reply(text: str) -> object:
     for opener, closer in (("{", "}"), ("[", "]")):
         start, end = text.find(opener), text.rfind(closer)
         if 0 <= start < end:
-            candidates.append(text[start:end + 1])
+            candidates.append(text[start : end + 1])
     for candidate in candidates:
         try:
             return json.loads(candidate)
@@ -259,21 +273,25 @@ def _outcomes_table(ids: list[str], sib, base) -> str:
     for i in ids:
         s, b = sib[i], base[i]
         text = " ".join(s.text.split())[:200]
-        lines.append(f"{i} | {s.task_type} | {s.tier or '-'} | {sum(b.successes)}/{len(b.successes)} | "
-                     f"{sum(s.successes)}/{len(s.successes)} | {text}")
+        lines.append(
+            f"{i} | {s.task_type} | {s.tier or '-'} | {sum(b.successes)}/{len(b.successes)} | "
+            f"{sum(s.successes)}/{len(s.successes)} | {text}"
+        )
     return "\n".join(lines)
 
 
 def _inducer_prompt(sibling: HarnessSpec, ids: list[str], sib, base) -> str:
     causes = ", ".join(sibling.provenance.root_causes) or "none recorded"
-    return (f"Sibling '{sibling.name}'. Its edit from H0: {sibling.provenance.edit or 'not recorded'}.\n"
-            f"Failure causes the edit targets: {causes}.\n\n"
-            f"Paired validation outcomes:\n{_outcomes_table(ids, sib, base)}\n\n"
-            'Reply with JSON {"prefer": [ENTRY, ...], "avoid": [ENTRY, ...]} where ENTRY is '
-            '{"when": {"task_types": [...], "tiers": [...], "keywords": [...]}, "behaviour": "..."}: '
-            "'when' names the tasks (any of those task types, any of those tiers, any of those keywords "
-            "in the task text; leave a list empty to not restrict on it); 'behaviour' says in a short "
-            "phrase how the sibling acts differently from H0 on them. No other keys.")
+    return (
+        f"Sibling '{sibling.name}'. Its edit from H0: {sibling.provenance.edit or 'not recorded'}.\n"
+        f"Failure causes the edit targets: {causes}.\n\n"
+        f"Paired validation outcomes:\n{_outcomes_table(ids, sib, base)}\n\n"
+        'Reply with JSON {"prefer": [ENTRY, ...], "avoid": [ENTRY, ...]} where ENTRY is '
+        '{"when": {"task_types": [...], "tiers": [...], "keywords": [...]}, "behaviour": "..."}: '
+        "'when' names the tasks (any of those task types, any of those tiers, any of those keywords "
+        "in the task text; leave a list empty to not restrict on it); 'behaviour' says in a short "
+        "phrase how the sibling acts differently from H0 on them. No other keys."
+    )
 
 
 def _llm_entries(raw: list[_LlmEntry], ids: list[str], sib, base) -> list[ProfileEntry]:
@@ -300,8 +318,12 @@ def induce_llm(chat: ChatClient, sibling: HarnessSpec, records: list[PairedRecor
         log.warning("LLM profile induction for %s failed (%s); using the offline inducer", sibling.name, reason)
         profile = induce_offline(sibling, records, h0_id)
         return profile.model_copy(update={"inducer": f"offline (llm failed: {reason})"})
-    return BehaviourProfile(harness_id=sibling.id, harness_name=sibling.name, success_rate=_success_rate(sib, ids),
-                            h0_success_rate=_success_rate(base, ids),
-                            prefer=_llm_entries(parsed.prefer, ids, sib, base),
-                            avoid=_llm_entries(parsed.avoid, ids, sib, base),
-                            inducer=f"llm:{getattr(chat, 'model', 'unknown')}")
+    return BehaviourProfile(
+        harness_id=sibling.id,
+        harness_name=sibling.name,
+        success_rate=_success_rate(sib, ids),
+        h0_success_rate=_success_rate(base, ids),
+        prefer=_llm_entries(parsed.prefer, ids, sib, base),
+        avoid=_llm_entries(parsed.avoid, ids, sib, base),
+        inducer=f"llm:{getattr(chat, 'model', 'unknown')}",
+    )

@@ -107,13 +107,21 @@ class HarnessRuntime:
     def _context(self, point: str, action_kind: str | None, sql: str | None) -> dict:
         """What a code hook sees; every text bounded, since the agent's SQL and results are."""
         s = self.state
-        return {**{k: _clip(v) for k, v in self.fields.items()}, "point": point, "round": s.round,
-                "queries": s.queries, "last_error": s.last_error, "last_observation": _clip(s.last_observation),
-                "sql_history": tuple(_clip(q, CTX_SQL_CHARS) for q, _ in s.sql_log[-CTX_SQL_HISTORY:]),
-                "action_kind": action_kind, "action_sql": None if sql is None else _clip(sql)}
+        return {
+            **{k: _clip(v) for k, v in self.fields.items()},
+            "point": point,
+            "round": s.round,
+            "queries": s.queries,
+            "last_error": s.last_error,
+            "last_observation": _clip(s.last_observation),
+            "sql_history": tuple(_clip(q, CTX_SQL_CHARS) for q, _ in s.sql_log[-CTX_SQL_HISTORY:]),
+            "action_kind": action_kind,
+            "action_sql": None if sql is None else _clip(sql),
+        }
 
-    def run_code(self, point: str, action_kind: str | None = None, sql: str | None = None
-                 ) -> tuple[list[dict[str, str]], list[dict]]:
+    def run_code(
+        self, point: str, action_kind: str | None = None, sql: str | None = None
+    ) -> tuple[list[dict[str, str]], list[dict]]:
         """Effects of the code hooks at `point`; a failing hook has none and is logged as an event."""
         effects, events = [], []
         for hook in self.spec.code_hooks:
@@ -161,9 +169,11 @@ class HarnessRuntime:
         """What the policy sees after a step: the shown observation plus injected hints."""
         parts = [fill(self.spec.prompts.observation_template, {**self.fields, "observation": observation})]
         if self.spec.memory.query_log and self.state.sql_log:
-            recent = self.state.sql_log[-self.spec.memory.query_log:]
-            parts.append("Queries you have run so far (oldest first):\n" + "\n".join(
-                f"- {q} ({'failed' if failed else 'ran'})" for q, failed in recent))
+            recent = self.state.sql_log[-self.spec.memory.query_log :]
+            parts.append(
+                "Queries you have run so far (oldest first):\n"
+                + "\n".join(f"- {q} ({'failed' if failed else 'ran'})" for q, failed in recent)
+            )
         hints, events = self._injections(("after_step", "before_model_call"))
         return "\n\n".join(p for p in [*parts, *hints] if p), events
 
@@ -191,7 +201,7 @@ class HarnessRuntime:
         head, tail = messages[:2], messages[2:]
         if len(tail) <= 2 * window:  # tail alternates assistant reply, user observation
             return None
-        return head + tail[-2 * window:]
+        return head + tail[-2 * window :]
 
     def record_step(self, action_kind: str, observation: str, error: bool, sql: str | None = None) -> None:
         self.state.round += 1

@@ -65,31 +65,157 @@ LIMITS = SandboxLimits()
 HOOK_NAME = "hook"
 EFFECTS = ("inject", "block", "rewrite")
 
-_ALLOWED = tuple(getattr(ast, n) for n in (
-    "Module", "FunctionDef", "arguments", "arg", "Return", "If", "For", "Break", "Continue", "Pass", "Assign",
-    "AugAssign", "Expr", "BoolOp", "BinOp", "UnaryOp", "Compare", "Call", "keyword", "IfExp", "Dict", "List",
-    "Tuple", "Set", "ListComp", "SetComp", "DictComp", "GeneratorExp", "comprehension", "Subscript", "Slice",
-    "Attribute", "Name", "Load", "Store", "Constant", "JoinedStr", "FormattedValue", "Starred",
-    "And", "Or", "Add", "Sub", "Mult", "Div", "FloorDiv", "Mod", "Not", "USub", "UAdd", "Eq", "NotEq", "Lt",
-    "LtE", "Gt", "GtE", "In", "NotIn", "Is", "IsNot"))
+_ALLOWED = tuple(
+    getattr(ast, n)
+    for n in (
+        "Module",
+        "FunctionDef",
+        "arguments",
+        "arg",
+        "Return",
+        "If",
+        "For",
+        "Break",
+        "Continue",
+        "Pass",
+        "Assign",
+        "AugAssign",
+        "Expr",
+        "BoolOp",
+        "BinOp",
+        "UnaryOp",
+        "Compare",
+        "Call",
+        "keyword",
+        "IfExp",
+        "Dict",
+        "List",
+        "Tuple",
+        "Set",
+        "ListComp",
+        "SetComp",
+        "DictComp",
+        "GeneratorExp",
+        "comprehension",
+        "Subscript",
+        "Slice",
+        "Attribute",
+        "Name",
+        "Load",
+        "Store",
+        "Constant",
+        "JoinedStr",
+        "FormattedValue",
+        "Starred",
+        "And",
+        "Or",
+        "Add",
+        "Sub",
+        "Mult",
+        "Div",
+        "FloorDiv",
+        "Mod",
+        "Not",
+        "USub",
+        "UAdd",
+        "Eq",
+        "NotEq",
+        "Lt",
+        "LtE",
+        "Gt",
+        "GtE",
+        "In",
+        "NotIn",
+        "Is",
+        "IsNot",
+    )
+)
 
-_FORBIDDEN_NAMES = {"eval", "exec", "open", "getattr", "setattr", "delattr", "hasattr", "type", "compile",
-                    "globals", "locals", "vars", "dir", "input", "breakpoint", "help", "memoryview", "object",
-                    "super", "id", "classmethod", "staticmethod", "property", "exit", "quit", "print"}
+_FORBIDDEN_NAMES = {
+    "eval",
+    "exec",
+    "open",
+    "getattr",
+    "setattr",
+    "delattr",
+    "hasattr",
+    "type",
+    "compile",
+    "globals",
+    "locals",
+    "vars",
+    "dir",
+    "input",
+    "breakpoint",
+    "help",
+    "memoryview",
+    "object",
+    "super",
+    "id",
+    "classmethod",
+    "staticmethod",
+    "property",
+    "exit",
+    "quit",
+    "print",
+}
 
 # Attributes that lead from an ordinary object to frames, code, globals or the interpreter:
 # RestrictedPython's list plus the async-generator, function and method ones it leaves out.
-FORBIDDEN_ATTRIBUTES = frozenset(INSPECT_ATTRIBUTES | {
-    "ag_frame", "ag_code", "ag_await", "gi_running", "f_lasti", "f_lineno", "co_consts", "co_names",
-    "func_globals", "func_code", "im_func", "im_self", "mro", "tb_lasti", "tb_lineno"})
+FORBIDDEN_ATTRIBUTES = frozenset(
+    INSPECT_ATTRIBUTES
+    | {
+        "ag_frame",
+        "ag_code",
+        "ag_await",
+        "gi_running",
+        "f_lasti",
+        "f_lineno",
+        "co_consts",
+        "co_names",
+        "func_globals",
+        "func_code",
+        "im_func",
+        "im_self",
+        "mro",
+        "tb_lasti",
+        "tb_lineno",
+    }
+)
 _FORMAT_METHODS = ("format", "format_map")
 _WIDTH_METHODS = ("ljust", "rjust", "center", "zfill", "expandtabs")
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d*)(?:\.(\*|\d*))?[hlL]?[a-zA-Z%]")
 _SPEC_WIDTH = re.compile(r"(\d+)")
 
-_SAFE_BUILTINS = {name: getattr(builtins, name) for name in (
-    "len", "min", "max", "sum", "sorted", "reversed", "enumerate", "zip", "abs", "round", "any", "all", "str",
-    "int", "float", "bool", "list", "dict", "set", "tuple", "isinstance", "True", "False", "None")}
+_SAFE_BUILTINS = {
+    name: getattr(builtins, name)
+    for name in (
+        "len",
+        "min",
+        "max",
+        "sum",
+        "sorted",
+        "reversed",
+        "enumerate",
+        "zip",
+        "abs",
+        "round",
+        "any",
+        "all",
+        "str",
+        "int",
+        "float",
+        "bool",
+        "list",
+        "dict",
+        "set",
+        "tuple",
+        "isinstance",
+        "True",
+        "False",
+        "None",
+    )
+}
 
 
 def _walk(tree: ast.AST):
@@ -257,7 +383,7 @@ def _big_int(node: ast.AST, limits: SandboxLimits) -> bool:
 class _HookTransformer(RestrictingNodeTransformer):
     """RestrictedPython's policy, plus run-time size checks on `a * b` and `a % b`."""
 
-    def visit_BinOp(self, node):
+    def visit_BinOp(self, node):  # noqa: N802 - ast.NodeVisitor's naming
         node = self.node_contents_visit(node)
         guard = {ast.Mult: "_mul_", ast.Mod: "_mod_"}.get(type(node.op))
         if guard is None:
@@ -305,10 +431,12 @@ class _Guards:
                 raise HookFailure(problem)
             return lambda *a, **k: self.sized(value(*a, **k))
         if isinstance(obj, str) and name in _WIDTH_METHODS:
+
             def checked(*args):
                 if any(isinstance(a, int) and a > self.limits.max_range for a in args):
                     raise HookFailure(f"'{name}' with a width above {self.limits.max_range} is not allowed")
                 return value(*args)
+
             return checked
         if isinstance(obj, str) and name in ("replace", "join"):
             return lambda *a, **k: self.sized(value(*a, **k))
@@ -325,8 +453,12 @@ class _Guards:
             return self.mul(left, right)
         if op == "%=":
             return self.mod(left, right)
-        operators = {"+=": lambda a, b: a + b, "-=": lambda a, b: a - b, "/=": lambda a, b: a / b,
-                     "//=": lambda a, b: a // b}
+        operators = {
+            "+=": lambda a, b: a + b,
+            "-=": lambda a, b: a - b,
+            "/=": lambda a, b: a / b,
+            "//=": lambda a, b: a // b,
+        }
         if op not in operators:
             raise HookFailure(f"the operator {op} is not allowed")
         return self.sized(operators[op](left, right))
@@ -350,10 +482,19 @@ def compile_hook(source: str, name: str = HOOK_NAME, limits: SandboxLimits = LIM
     except SyntaxError as exc:
         raise SandboxError(f"hook code rejected: {exc.msg if hasattr(exc, 'msg') else exc}") from None
     guards = _Guards(limits)
-    namespace = {"__builtins__": {**_SAFE_BUILTINS, "range": guards.capped_range}, "__name__": "hook",
-                 "_getattr_": guards.getattr, "_getitem_": lambda obj, key: obj[key], "_getiter_": iter,
-                 "_write_": guards.write, "_inplacevar_": guards.inplace, "_mul_": guards.mul, "_mod_": guards.mod,
-                 "_iter_unpack_sequence_": guarded_iter_unpack_sequence, "_unpack_sequence_": guarded_unpack_sequence}
+    namespace = {
+        "__builtins__": {**_SAFE_BUILTINS, "range": guards.capped_range},
+        "__name__": "hook",
+        "_getattr_": guards.getattr,
+        "_getitem_": lambda obj, key: obj[key],
+        "_getiter_": iter,
+        "_write_": guards.write,
+        "_inplacevar_": guards.inplace,
+        "_mul_": guards.mul,
+        "_mod_": guards.mod,
+        "_iter_unpack_sequence_": guarded_iter_unpack_sequence,
+        "_unpack_sequence_": guarded_unpack_sequence,
+    }
     exec(code, namespace)  # noqa: S102 - checked, restricted code with no real builtins, in the worker
     return namespace[HOOK_NAME]
 
@@ -383,7 +524,7 @@ def call_hook(fn, ctx: dict, nb: dict, limits: SandboxLimits = LIMITS) -> dict[s
         raise HookFailure("memory limit exceeded") from None
     except RecursionError:
         raise HookFailure("recursion limit exceeded") from None
-    except Exception as exc:  # any error inside the hook: no effect, reported by the caller
+    except Exception as exc:  # noqa: BLE001 - any error inside the hook: no effect, reported by the caller
         raise HookFailure(f"{type(exc).__name__}: {str(exc)[:200]}") from None
     finally:
         sys.settrace(previous)

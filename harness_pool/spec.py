@@ -127,9 +127,12 @@ class CodeHook(_Frozen):
 
 class MemoryPolicy(_Frozen):
     query_log: int = Field(
-        default=0, ge=0, le=20,
+        default=0,
+        ge=0,
+        le=20,
         description="After each observation, list the last N SQL queries run in this episode (and whether each "
-        "failed), so they survive a history window; 0 = off.")
+        "failed), so they survive a history window; 0 = off.",
+    )
 
 
 class Provenance(_Frozen):
@@ -147,8 +150,10 @@ class HarnessSpec(_Frozen):
     tool_view: ToolView = Field(default_factory=ToolView, description="Action protocol and its error handling.")
     context: ContextPolicy = Field(default_factory=ContextPolicy, description="Observation truncation and history.")
     skills: list[Skill] = Field(default_factory=list, description="Reusable hints added to the system message.")
-    hooks: list[HookRule] = Field(default_factory=list, description="Declarative lifecycle rules (guard rules "
-                                  "before an action, recovery rules after a step, hints).")
+    hooks: list[HookRule] = Field(
+        default_factory=list,
+        description="Declarative lifecycle rules (guard rules before an action, recovery rules after a step, hints).",
+    )
     code_hooks: list[CodeHook] = Field(default_factory=list, description="Sandboxed code hooks.")
     memory: MemoryPolicy = Field(default_factory=MemoryPolicy, description="What the episode remembers for the policy.")
     guidance: str | None = Field(default=None, description="Action guidance appended to the system message.")
@@ -162,14 +167,19 @@ class HarnessSpec(_Frozen):
     def _templates_render(self) -> HarnessSpec:
         """Prompts, skills, guidance and hook messages are filled with str.format at run time: a stray brace
         (e.g. a JSON example) would crash every episode, so it is rejected here, where the file is checked."""
-        texts = {"prompts.system (with skills and guidance)": self.system_message(), "prompts.task_template": self.prompts.task_template,
-                 "prompts.observation_template": self.prompts.observation_template,
-                 **{f"hooks.{i}.message": rule.message for i, rule in enumerate(self.hooks)}}
+        texts = {
+            "prompts.system (with skills and guidance)": self.system_message(),
+            "prompts.task_template": self.prompts.task_template,
+            "prompts.observation_template": self.prompts.observation_template,
+            **{f"hooks.{i}.message": rule.message for i, rule in enumerate(self.hooks)},
+        }
         for where, template in texts.items():
             try:
                 template.format_map(_AnyField())
             except (ValueError, IndexError) as exc:
-                raise ValueError(f"{where} is not a valid template ({exc}); write literal braces as {{{{ and }}}}") from None
+                raise ValueError(
+                    f"{where} is not a valid template ({exc}); write literal braces as {{{{ and }}}}"
+                ) from None
         return self
 
     def system_message(self) -> str:
@@ -245,8 +255,9 @@ _ReadableDumper.add_representer(str, _str)
 
 def harness_yaml(spec: HarnessSpec) -> str:
     """The readable YAML text of a harness (what dump_harness writes)."""
-    return yaml.dump(spec.model_dump(mode="json"), Dumper=_ReadableDumper, sort_keys=False, allow_unicode=True,
-                     width=100)
+    return yaml.dump(
+        spec.model_dump(mode="json"), Dumper=_ReadableDumper, sort_keys=False, allow_unicode=True, width=100
+    )
 
 
 def dump_harness(spec: HarnessSpec, path: Path) -> Path:

@@ -49,7 +49,7 @@ def parse_dbbench_text(text: str, accept_scalar_answer: bool = False) -> ParsedA
     match = _ACTION.search(text or "")
     if match is None:
         return ParsedAction("invalid", error="no_action")
-    rest = text[match.end():]
+    rest = text[match.end() :]
     if match.group(1).lower() == "operation":
         block = _SQL_BLOCK.search(rest)
         if block is None:

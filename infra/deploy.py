@@ -25,9 +25,13 @@ DEFAULT_CONFIGS = {  # flow -> the config file whose values prefill the UI form
     "sft": "configs/sft_dbbench_smol.yaml",
     "pool-report": None,
 }
-CONFIG_MODELS = {"harness-s": ("configs.pipeline", "PipelineConfig"), "evolve": ("configs.schema", "EvolveConfig"),
-                 "train": ("configs.schema", "TrainConfig"), "evaluate": ("configs.schema", "EvalConfig"),
-                 "sft": ("configs.schema", "SftConfig")}
+CONFIG_MODELS = {
+    "harness-s": ("configs.pipeline", "PipelineConfig"),
+    "evolve": ("configs.schema", "EvolveConfig"),
+    "train": ("configs.schema", "TrainConfig"),
+    "evaluate": ("configs.schema", "EvalConfig"),
+    "sft": ("configs.schema", "SftConfig"),
+}
 
 
 def default_parameters(flow_name: str) -> dict:
@@ -46,8 +50,10 @@ def check_api(client) -> None:
     """One line instead of a traceback when the Prefect API is unreachable."""
     error = client.api_healthcheck()
     if error is not None:
-        raise LookupError(f"Prefect API at {client.api_url} is unreachable ({type(error).__name__}): start it "
-                          "(infra/start-prefect-server.sh) or fix PREFECT_API_URL")
+        raise LookupError(
+            f"Prefect API at {client.api_url} is unreachable ({type(error).__name__}): start it "
+            "(infra/start-prefect-server.sh) or fix PREFECT_API_URL"
+        )
 
 
 def ensure_work_pool(name: str) -> None:
@@ -63,8 +69,12 @@ def ensure_work_pool(name: str) -> None:
             pass
 
 
-def deploy_all(work_pool: str = DEFAULT_POOL, names: list[str] | None = None, tags: list[str] | None = None,
-               env: dict[str, str] | None = None) -> dict[str, str]:
+def deploy_all(
+    work_pool: str = DEFAULT_POOL,
+    names: list[str] | None = None,
+    tags: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, str]:
     """Create or update one deployment per flow ('<flow>/<flow>'); returns flow name -> deployment id.
     `env` is set in every flow run's environment (e.g. HS_DATABASE_URL of the shared database)."""
     chosen = names or list(FLOWS)
@@ -76,10 +86,16 @@ def deploy_all(work_pool: str = DEFAULT_POOL, names: list[str] | None = None, ta
     for name in chosen:
         source_flow = load_flow(name).from_source(source=str(REPO), entrypoint=entrypoint(name))
         deployment_id = source_flow.deploy(
-            name=name, work_pool_name=work_pool, build=False, push=False, parameters=default_parameters(name),
-            job_variables={"working_dir": str(REPO), "env": dict(env or {})}, tags=tags or ["harness-s"],
+            name=name,
+            work_pool_name=work_pool,
+            build=False,
+            push=False,
+            parameters=default_parameters(name),
+            job_variables={"working_dir": str(REPO), "env": dict(env or {})},
+            tags=tags or ["harness-s"],
             description=_summary(name),
-            print_next_steps=False)
+            print_next_steps=False,
+        )
         out[name] = str(deployment_id)
     return out
 

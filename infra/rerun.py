@@ -30,15 +30,18 @@ def rerun_flow_run(flow_run_id: str, here: bool = False) -> dict:
     try:
         run_uuid = UUID(flow_run_id)
     except ValueError:
-        raise LookupError(f"'{flow_run_id}' is not a flow run id: copy the UUID from the Prefect UI or "
-                          "`prefect flow-run ls`") from None
+        raise LookupError(
+            f"'{flow_run_id}' is not a flow run id: copy the UUID from the Prefect UI or `prefect flow-run ls`"
+        ) from None
     with get_client(sync_client=True) as client:
         check_api(client)
         try:
             run = client.read_flow_run(run_uuid)
         except ObjectNotFound:
-            raise LookupError(f"no flow run {flow_run_id} in the Prefect API at {client.api_url}: point "
-                              "PREFECT_API_URL at the server that ran it") from None
+            raise LookupError(
+                f"no flow run {flow_run_id} in the Prefect API at {client.api_url}: point "
+                "PREFECT_API_URL at the server that ran it"
+            ) from None
         state = run.state.type.value if run.state else "UNKNOWN"
         if state == "RUNNING" and owner_is_gone(flow_run_id):
             # killed without a word (kill -9, OOM): Prefect still says RUNNING, the run row knows better
@@ -55,8 +58,13 @@ def rerun_flow_run(flow_run_id: str, here: bool = False) -> dict:
     from prefect.flow_engine import run_flow
 
     final = run_flow(flow_fn, flow_run=run, parameters=run.parameters, return_type="state")
-    return {"flow": flow_name, "flow_run_id": flow_run_id, "where": "here", "state": final.type.value,
-            "message": final.message}
+    return {
+        "flow": flow_name,
+        "flow_run_id": flow_run_id,
+        "where": "here",
+        "state": final.type.value,
+        "message": final.message,
+    }
 
 
 def owner_is_gone(flow_run_id: str, database_url: str | None = None) -> bool:

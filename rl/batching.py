@@ -104,12 +104,15 @@ class BatchingPolicy:
         sessions = [s for req in batch for s in req.sessions]
         extra = {}
         if getattr(self.inner, "takes_streams", False):  # each request draws as if it ran alone
-            extra["streams"] = [None if req.sampling.seed is None else (req.sampling.seed, j)
-                                for req in batch for j in range(len(req.sessions))]
+            extra["streams"] = [
+                None if req.sampling.seed is None else (req.sampling.seed, j)
+                for req in batch
+                for j in range(len(req.sessions))
+            ]
         try:
             with self._text_lock:
                 outputs = self.inner.generate(sessions, batch[0].sampling, **extra)
-        except BaseException as exc:  # every waiting caller sees the failure, not a hang
+        except BaseException as exc:  # noqa: BLE001 - every waiting caller sees the failure, not a hang
             for req in batch:
                 req.error, req.done = exc, True
             return
@@ -117,7 +120,7 @@ class BatchingPolicy:
         self.merged_requests += len(batch)
         start = 0
         for req in batch:
-            req.result = outputs[start:start + len(req.sessions)]
+            req.result = outputs[start : start + len(req.sessions)]
             start += len(req.sessions)
             req.done = True
 

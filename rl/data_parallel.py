@@ -66,8 +66,9 @@ class DataParallelTrainer(DeepSpeedTrainer):
 
     backend = "deepspeed-dp"
 
-    def __init__(self, model, settings, pad_id: int, zero_stage: int = 2, bf16: bool = False,
-                 announce: dict | None = None):
+    def __init__(
+        self, model, settings, pad_id: int, zero_stage: int = 2, bf16: bool = False, announce: dict | None = None
+    ):
         if zero_stage > 2:
             raise ValueError("data-parallel training needs zero_stage <= 2: rank 0 samples rollouts from full weights")
         if _is_leader():
@@ -79,7 +80,7 @@ class DataParallelTrainer(DeepSpeedTrainer):
         if not chunks:
             return []
         per_rank = math.ceil(len(chunks) / self.world)
-        mine = [(chunk, float(self.world)) for chunk in chunks[self.rank::self.world]]
+        mine = [(chunk, float(self.world)) for chunk in chunks[self.rank :: self.world]]
         return mine + [(chunks[0], 0.0)] * (per_rank - len(mine))
 
     def _sum_over_ranks(self, values: list[float]) -> list[float]:
@@ -135,5 +136,6 @@ def build_worker_trainer(announce: dict) -> DataParallelTrainer:
     from rl.transformers_policy import TransformersPolicy
 
     policy = TransformersPolicy(announce["model"], device=announce["device"], shared=False)
-    return DataParallelTrainer(policy.model, TrainerSettings(**announce["settings"]), policy.pad_id,
-                               zero_stage=announce["zero_stage"])
+    return DataParallelTrainer(
+        policy.model, TrainerSettings(**announce["settings"]), policy.pad_id, zero_stage=announce["zero_stage"]
+    )

@@ -51,8 +51,10 @@ def require_supported(model) -> None:
     """One-line error naming the fix for a model the lean engine cannot run."""
     kind = getattr(model.config, "model_type", "?")
     if kind not in SUPPORTED:
-        raise UnsupportedModel(f"the lean engine runs {', '.join(SUPPORTED)} models, not {kind!r}: "
-                               "set policy.engine (or trainer.engine) to 'hf'")
+        raise UnsupportedModel(
+            f"the lean engine runs {', '.join(SUPPORTED)} models, not {kind!r}: "
+            "set policy.engine (or trainer.engine) to 'hf'"
+        )
 
 
 @dataclass
@@ -74,9 +76,13 @@ class Decoded:
     seconds: float = 0.0  # from the row's turn starting (its prefill) to its last token
 
 
-def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float,
-                  generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_tokens(
+    logits: torch.Tensor,
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator | None = None,
+    uniforms: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """[B, V] logits -> (tokens [B], log-probs [B] under softmax(logits / temperature)).
 
     Each row's draw uses one uniform number: `uniforms` [B] when given (so a row's sample does
@@ -119,7 +125,9 @@ def _draw(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cumulative, u, right=True).squeeze(1).clamp(max=weights.shape[1] - 1)
 
 
-def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
+def grouped_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float
+) -> torch.Tensor:
     """Attention of q [b, Hq, n, D] over k, v [b, Hkv, S, D] (Hq a multiple of Hkv), mask [b, 1, n, S].
 
     The query heads that share a key/value head are folded into that head's query positions, so
@@ -154,8 +162,9 @@ class DecodeEngine:
         attn = self.model.get_decoder().layers[0].self_attn
         return cfg.num_hidden_layers, cfg.num_key_value_heads, attn.head_dim
 
-    def _forward(self, ids: torch.Tensor, slots: torch.Tensor, kv: torch.Tensor, rows: slice | torch.Tensor,
-                 visible: int) -> torch.Tensor:
+    def _forward(
+        self, ids: torch.Tensor, slots: torch.Tensor, kv: torch.Tensor, rows: slice | torch.Tensor, visible: int
+    ) -> torch.Tensor:
         """Hidden states [b, n, hidden] of tokens `ids` [b, n] at `slots` [b, n] of buffer rows
         `rows`; their keys/values are written there, each query sees its row's slots <= its own."""
         decoder = self.model.get_decoder()
@@ -163,7 +172,7 @@ class DecodeEngine:
         x = decoder.embed_tokens(ids)
         cos, sin = decoder.rotary_emb(x, slots)
         keys = torch.arange(visible, device=ids.device)
-        mask = (keys[None, None, None, :] <= slots[:, None, :, None])  # [b, 1, n, visible]
+        mask = keys[None, None, None, :] <= slots[:, None, :, None]  # [b, 1, n, visible]
         index = torch.arange(rows.start, rows.stop, device=ids.device) if isinstance(rows, slice) else rows
         batch_rows = index[:, None].expand(b, n)
         for layer_index, layer in enumerate(decoder.layers):
@@ -191,17 +200,35 @@ class DecodeEngine:
         return self.model.get_output_embeddings()(hidden)
 
     # -- one batched call ------------------------------------------------------------------
-    def generate(self, sequences: list[list[int]], caches: list[KVCache | None], max_new_tokens: int,
-                 temperature: float, top_p: float, seed: int | None, keep_cache: bool = True,
-                 streams: list[tuple[int, int] | None] | None = None) -> list[Decoded]:
+    def generate(
+        self,
+        sequences: list[list[int]],
+        caches: list[KVCache | None],
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+        keep_cache: bool = True,
+        streams: list[tuple[int, int] | None] | None = None,
+    ) -> list[Decoded]:
         """Sample up to `max_new_tokens` after each sequence (stopping at an end-of-turn id)."""
-        return self.run(sequences, caches, max_new_tokens, temperature, top_p, seed, keep_cache=keep_cache,
-                        streams=streams)
+        return self.run(
+            sequences, caches, max_new_tokens, temperature, top_p, seed, keep_cache=keep_cache, streams=streams
+        )
 
     @torch.inference_mode()
-    def run(self, sequences: list[list[int]], caches: list[KVCache | None], max_new_tokens: int,
-            temperature: float, top_p: float, seed: int | None, next_turn=None, keep_cache: bool = True,
-            streams: list[tuple[int, int] | None] | None = None) -> list[Decoded]:
+    def run(
+        self,
+        sequences: list[list[int]],
+        caches: list[KVCache | None],
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+        next_turn=None,
+        keep_cache: bool = True,
+        streams: list[tuple[int, int] | None] | None = None,
+    ) -> list[Decoded]:
         """Sample a reply after each sequence; with `next_turn`, keep going (continuous batching).
 
         next_turn(i, decoded) is called the moment sequence i's reply is complete. It returns
@@ -241,8 +268,11 @@ class DecodeEngine:
         chunks, start = [], 0
         while start < len(news):
             stop = start + 1
-            while (stop < len(news) and (stop - start + 1) * news[start] <= self.prefill_token_budget
-                   and news[start] <= 2 * max(news[stop], 1)):
+            while (
+                stop < len(news)
+                and (stop - start + 1) * news[start] <= self.prefill_token_budget
+                and news[start] <= 2 * max(news[stop], 1)
+            ):
                 stop += 1
             chunks.append((start, stop))
             start = stop
@@ -286,10 +316,13 @@ class _Batch:
         their first turn) are prefilled once: the distinct ones come first, most new tokens first."""
         cached = [min(c.length, len(s) - 1) if c is not None else 0 for s, c in zip(sequences, caches)]
         first: dict[tuple, int] = {}
-        source = {i: first.setdefault((tuple(s), id(c) if cached[i] else None), i)
-                  for i, (s, c) in enumerate(zip(sequences, caches))}
-        distinct = sorted((i for i in source if source[i] == i), key=lambda i: len(sequences[i]) - cached[i],
-                          reverse=True)
+        source = {
+            i: first.setdefault((tuple(s), id(c) if cached[i] else None), i)
+            for i, (s, c) in enumerate(zip(sequences, caches))
+        }
+        distinct = sorted(
+            (i for i in source if source[i] == i), key=lambda i: len(sequences[i]) - cached[i], reverse=True
+        )
         order = distinct + [i for i in source if source[i] != i]
         row_of = {i: row for row, i in enumerate(order)}
         now = time.perf_counter()
@@ -309,7 +342,7 @@ class _Batch:
         self.kv = torch.zeros((layers, 2, len(order), kv_heads, width, head_dim), dtype=self.dtype, device=self.device)
         for row, i in enumerate(order):
             if cached[i] and row not in self.copy_of:
-                self.kv[:, :, row, :, :cached[i]] = caches[i].tensor[:, :, :, :cached[i]].to(self.device)
+                self.kv[:, :, row, :, : cached[i]] = caches[i].tensor[:, :, :, : cached[i]].to(self.device)
 
     def live(self) -> bool:
         return any(state != DONE for state in self.state)
@@ -326,7 +359,7 @@ class _Batch:
 
     def cache_of(self, row: int) -> KVCache:
         """Keys/values of everything the row holds but its last sampled token (never fed back)."""
-        return KVCache(self.kv[:, :, row, :, :self.filled[row]].clone())
+        return KVCache(self.kv[:, :, row, :, : self.filled[row]].clone())
 
     def retire(self, row: int) -> None:
         self.state[row] = DONE
@@ -337,7 +370,7 @@ class _Batch:
         and only the appended tokens are prefilled), or replaces them (all are prefilled again;
         a query never reads a slot beyond its own, so stale ones are overwritten first)."""
         held = self.seq[row] + self.reply_tokens[row]
-        if not (len(following) > len(held) - 1 and following[:len(held)] == held):
+        if not (len(following) > len(held) - 1 and following[: len(held)] == held):
             self.filled[row] = 0
         self.seq[row] = list(following)
         self.reply_tokens[row], self.reply_logps[row], self.draws[row] = [], [], None
@@ -375,10 +408,20 @@ class _Batch:
             engine = self.engine
             # PREFILL rows write their junk where their prefill writes next; DONE rows at slot 0
             slots = [self.filled[row] if state != DONE else 0 for row, state in enumerate(self.state)]
-            ids = torch.tensor([self.reply_tokens[row][-1] if state == DECODE else engine.pad_id
-                                for row, state in enumerate(self.state)], device=self.device)[:, None]
-            out = engine._forward(ids, torch.tensor(slots, device=self.device)[:, None], self.kv,
-                                  slice(0, len(self.state)), max(slots) + 1)
+            ids = torch.tensor(
+                [
+                    self.reply_tokens[row][-1] if state == DECODE else engine.pad_id
+                    for row, state in enumerate(self.state)
+                ],
+                device=self.device,
+            )[:, None]
+            out = engine._forward(
+                ids,
+                torch.tensor(slots, device=self.device)[:, None],
+                self.kv,
+                slice(0, len(self.state)),
+                max(slots) + 1,
+            )
             hidden.append(out[torch.tensor(decoding, device=self.device), -1])
             rows += decoding
             for row in decoding:
@@ -393,13 +436,20 @@ class _Batch:
         """Feed each row's tokens that have no keys/values yet; the last one's hidden state per
         row [len(rows), hidden], in the order of `rows`."""
         engine, device = self.engine, self.device
-        distinct = sorted((row for row in rows if row not in self.copy_of),
-                          key=lambda row: len(self.seq[row]) - self.filled[row], reverse=True)
+        distinct = sorted(
+            (row for row in rows if row not in self.copy_of),
+            key=lambda row: len(self.seq[row]) - self.filled[row],
+            reverse=True,
+        )
         news = [len(self.seq[row]) - self.filled[row] for row in distinct]
         chunks = engine._prefill_chunks(news)
         # padding sits after a row's last token, in slots that decoding overwrites before reading
-        self._ensure_width(max([len(self.seq[row]) + self.max_new for row in rows]
-                               + [self.filled[distinct[r]] + news[a] for a, b in chunks for r in range(a, b)]))
+        self._ensure_width(
+            max(
+                [len(self.seq[row]) + self.max_new for row in rows]
+                + [self.filled[distinct[r]] + news[a] for a, b in chunks for r in range(a, b)]
+            )
+        )
         last: dict[int, torch.Tensor] = {}
         for a, b in chunks:
             chunk = distinct[a:b]
@@ -407,8 +457,8 @@ class _Batch:
             ids = torch.full((len(chunk), n), engine.pad_id, dtype=torch.long)
             slots = torch.zeros((len(chunk), n), dtype=torch.long)
             for j, row in enumerate(chunk):
-                fresh = self.seq[row][self.filled[row]:]
-                ids[j, :len(fresh)] = torch.tensor(fresh)
+                fresh = self.seq[row][self.filled[row] :]
+                ids[j, : len(fresh)] = torch.tensor(fresh)
                 slots[j] = torch.arange(self.filled[row], self.filled[row] + n)
             contiguous = chunk == list(range(chunk[0], chunk[0] + len(chunk)))
             where = slice(chunk[0], chunk[0] + len(chunk)) if contiguous else torch.tensor(chunk, device=device)
@@ -431,7 +481,8 @@ class _Batch:
         width = self.kv.shape[4]
         if need <= width:
             return
-        grown = torch.zeros(self.kv.shape[:4] + (max(need, width + width // 2), self.kv.shape[5]),
-                            dtype=self.dtype, device=self.device)
+        grown = torch.zeros(
+            self.kv.shape[:4] + (max(need, width + width // 2), self.kv.shape[5]), dtype=self.dtype, device=self.device
+        )
         grown[:, :, :, :, :width] = self.kv
         self.kv = grown

@@ -21,7 +21,6 @@ import torch
 from rl.memory import checkpoint_activations
 from rl.trainer import TorchTrainer, TrainerSettings, wrap_lora
 
-
 CHECKPOINT_TAG = "state"  # not "latest": DeepSpeed writes a file of that name beside the tag folder
 
 
@@ -31,8 +30,10 @@ def ds_config(settings: TrainerSettings, zero_stage: int, bf16: bool = False) ->
         "gradient_accumulation_steps": 1,
         "managed_gradient_accumulation": False,
         "gradient_clipping": settings.grad_clip,
-        "optimizer": {"type": "AdamW", "params": {"lr": settings.lr, "weight_decay": settings.weight_decay,
-                                                  "torch_adam": True}},
+        "optimizer": {
+            "type": "AdamW",
+            "params": {"lr": settings.lr, "weight_decay": settings.weight_decay, "torch_adam": True},
+        },
         "zero_optimization": {"stage": zero_stage},
         "bf16": {"enabled": bf16},
         "steps_per_print": 10**9,
@@ -41,8 +42,13 @@ def ds_config(settings: TrainerSettings, zero_stage: int, bf16: bool = False) ->
 
 
 def _single_process_env() -> None:
-    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": os.environ.get("MASTER_PORT", "29511"),
-                       "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}.items():
+    for key, value in {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": os.environ.get("MASTER_PORT", "29511"),
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+    }.items():
         os.environ.setdefault(key, value)
 
 
@@ -59,8 +65,9 @@ class DeepSpeedTrainer(TorchTrainer):
         if settings.gradient_checkpointing:
             checkpoint_activations(model)
         params = [p for p in model.parameters() if p.requires_grad]
-        self.engine, self.optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=params,
-                                                                 config=ds_config(settings, zero_stage, bf16))
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(
+            model=model, model_parameters=params, config=ds_config(settings, zero_stage, bf16)
+        )
         self.model = self.engine.module
         self.params = params
 

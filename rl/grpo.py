@@ -32,10 +32,16 @@ def mismatch_weight(trainer_old_logprobs: torch.Tensor, rollout_logprobs: torch.
     return torch.clamp(torch.exp(trainer_old_logprobs - rollout_logprobs), min=0.0, max=MISMATCH_CAP).detach()
 
 
-def clipped_surrogate_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-                           loss_mask: torch.Tensor, rollout_logprobs: torch.Tensor | None = None,
-                           clip_low: float = CLIP_LOW, clip_high: float = CLIP_HIGH,
-                           normaliser: float | None = None) -> tuple[torch.Tensor, dict]:
+def clipped_surrogate_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    rollout_logprobs: torch.Tensor | None = None,
+    clip_low: float = CLIP_LOW,
+    clip_high: float = CLIP_HIGH,
+    normaliser: float | None = None,
+) -> tuple[torch.Tensor, dict]:
     """Token-level clipped surrogate (to minimise).
 
     logprobs [B, T]: current policy log-probs of the sampled tokens (with grad).

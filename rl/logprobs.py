@@ -11,8 +11,14 @@ from __future__ import annotations
 import torch
 
 
-def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, chunk: int = 128,
-                   temperature: float = 1.0, needed: torch.Tensor | None = None) -> torch.Tensor:
+def token_logprobs(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    chunk: int = 128,
+    temperature: float = 1.0,
+    needed: torch.Tensor | None = None,
+) -> torch.Tensor:
     """[B, T] ids -> [B, T] log p(ids[:, t] | ids[:, <t]); position 0 (no context) is 0.
 
     `model` is a Hugging Face causal LM exposing `get_decoder()` and `lm_head` (Llama, Qwen,
@@ -33,8 +39,16 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     where = needed[:, 1:].to(torch.bool)
     states, wanted = hidden[:, :-1][where], targets[where]  # [N, H], [N]: the predicting states
     rows = chunk * input_ids.shape[0]  # the same bound on logits held at once as the dense path
-    picked = torch.cat([_picked(head(states[a:a + rows]), wanted[a:a + rows], temperature)
-                        for a in range(0, len(wanted), rows)]) if len(wanted) else states.new_zeros(0).float()
+    picked = (
+        torch.cat(
+            [
+                _picked(head(states[a : a + rows]), wanted[a : a + rows], temperature)
+                for a in range(0, len(wanted), rows)
+            ]
+        )
+        if len(wanted)
+        else states.new_zeros(0).float()
+    )
     out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
     out[:, 1:] = out[:, 1:].masked_scatter(where, picked)
     return out

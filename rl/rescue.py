@@ -39,19 +39,24 @@ class PlannedGroup:
         return ids.pop() if len(ids) == 1 else None
 
 
-def first_groups(mode: str, bench_tasks: list, h0: HarnessSpec, mixture: list[HarnessSpec], k: int) -> list[PlannedGroup]:
+def first_groups(
+    mode: str, bench_tasks: list, h0: HarnessSpec, mixture: list[HarnessSpec], k: int
+) -> list[PlannedGroup]:
     if mode not in MODES:
         raise ValueError(f"unknown training mode '{mode}': use one of {', '.join(MODES)}")
     if mode == "fixed_mixture":
         if not mixture:
             raise ValueError("mode fixed_mixture needs at least one harness in the mixture")
-        return [PlannedGroup(t, "mixture", [RolloutSpec(t, mixture[i % len(mixture)], i) for i in range(k)])
-                for t in bench_tasks]
+        return [
+            PlannedGroup(t, "mixture", [RolloutSpec(t, mixture[i % len(mixture)], i) for i in range(k)])
+            for t in bench_tasks
+        ]
     return [PlannedGroup(t, "h0", [RolloutSpec(t, h0, i) for i in range(k)]) for t in bench_tasks]
 
 
-def rescue_groups(mode: str, dead_tasks: list, h0: HarnessSpec, pool: list[HarnessSpec], router: Router | None,
-                  k: int) -> list[PlannedGroup]:
+def rescue_groups(
+    mode: str, dead_tasks: list, h0: HarnessSpec, pool: list[HarnessSpec], router: Router | None, k: int
+) -> list[PlannedGroup]:
     """Replacement groups for the tasks whose first group had no success (none in grpo/fixed_mixture)."""
     if mode in ("grpo", "fixed_mixture") or not dead_tasks:
         return []
@@ -67,9 +72,16 @@ def rescue_groups(mode: str, dead_tasks: list, h0: HarnessSpec, pool: list[Harne
     for t in dead_tasks:
         ranking = router.rank(t, siblings)
         chosen = ranking.top(k)
-        groups.append(PlannedGroup(t, "rescue", [RolloutSpec(t, by_id[hid], k + i) for i, hid in enumerate(chosen)],
-                                   votes=ranking.votes, ranking=list(ranking.harness_ids),
-                                   errors=dict(ranking.errors)))
+        groups.append(
+            PlannedGroup(
+                t,
+                "rescue",
+                [RolloutSpec(t, by_id[hid], k + i) for i, hid in enumerate(chosen)],
+                votes=ranking.votes,
+                ranking=list(ranking.harness_ids),
+                errors=dict(ranking.errors),
+            )
+        )
     return groups
 
 

@@ -126,13 +126,18 @@ def behaviour_tags(queries: list[str], answered: bool) -> list[str]:
     if lowered and lowered[0].startswith(("select", "describe", "show", "pragma")):
         tags.append("inspected_first")
     first_write = next((i for i, q in enumerate(lowered) if q.startswith(_MUTATIONS)), None)
-    if first_write is not None and any(q.startswith("select") for q in lowered[first_write + 1:]):
+    if first_write is not None and any(q.startswith("select") for q in lowered[first_write + 1 :]):
         tags.append("rechecked_mutation")
     return tags
 
 
-def run_rollouts(policy: Policy, specs: list[RolloutSpec], make_env: Callable[[object], Environment],
-                 sampling: Sampling, max_rounds: int = 15) -> list[RolloutResult]:
+def run_rollouts(
+    policy: Policy,
+    specs: list[RolloutSpec],
+    make_env: Callable[[object], Environment],
+    sampling: Sampling,
+    max_rounds: int = 15,
+) -> list[RolloutResult]:
     """Run every spec to the end, all episodes in one batch.
 
     With a policy that batches continuously (`continuous_batching`), an episode takes its next
@@ -168,8 +173,9 @@ def _run_turn_by_turn(policy, episodes: list[_Episode], sampling: Sampling, max_
         live = [e for e in episodes if not e.done]
         seed = None if sampling.seed is None else sampling.seed * 1000 + turn
         started = time.perf_counter()
-        generations = policy.generate([e.session for e in live], Sampling(
-            sampling.temperature, sampling.top_p, sampling.max_new_tokens, seed))
+        generations = policy.generate(
+            [e.session for e in live], Sampling(sampling.temperature, sampling.top_p, sampling.max_new_tokens, seed)
+        )
         seconds = time.perf_counter() - started
         for episode, gen in zip(live, generations):
             _advance(policy, episode, gen, seconds, max_rounds)
@@ -181,9 +187,16 @@ def _run_turn_by_turn(policy, episodes: list[_Episode], sampling: Sampling, max_
 def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int) -> None:
     context_ids, context_text = ep.session.take_pending()
     record = TurnRecord(
-        index=len(ep.turns), context_text=context_text, context_ids=context_ids, completion_text=gen.text,
-        completion_ids=gen.token_ids, completion_logprobs=gen.logprobs, finish_reason=gen.finish_reason,
-        hook_events=ep.pending_events, seconds_generate=seconds)
+        index=len(ep.turns),
+        context_text=context_text,
+        context_ids=context_ids,
+        completion_text=gen.text,
+        completion_ids=gen.token_ids,
+        completion_logprobs=gen.logprobs,
+        finish_reason=gen.finish_reason,
+        hook_events=ep.pending_events,
+        seconds_generate=seconds,
+    )
     ep.pending_events = []
     ep.turns.append(record)
     if gen.finish_reason == "context_overflow":
@@ -246,10 +259,16 @@ def _as_dict(action) -> dict | None:
 def _finish(ep: _Episode) -> RolloutResult:
     verdict = ep.env.verify()
     return RolloutResult(
-        bench_task_id=ep.spec.bench_task.id, harness_id=ep.spec.harness.id, sample_index=ep.spec.sample_index,
-        turns=ep.turns, verdict=verdict, end_reason=ep.end_reason,
-        failure_kind=classify_failure(verdict, ep.end_reason, ep.last_sql_error), answer=ep.answer,
+        bench_task_id=ep.spec.bench_task.id,
+        harness_id=ep.spec.harness.id,
+        sample_index=ep.spec.sample_index,
+        turns=ep.turns,
+        verdict=verdict,
+        end_reason=ep.end_reason,
+        failure_kind=classify_failure(verdict, ep.end_reason, ep.last_sql_error),
+        answer=ep.answer,
         behaviour_tags=behaviour_tags(ep.queries, ep.answer is not None),
         seconds_total=time.perf_counter() - ep.started,
         seconds_generate=sum(t.seconds_generate for t in ep.turns),
-        seconds_env=sum(t.seconds_env for t in ep.turns))
+        seconds_env=sum(t.seconds_env for t in ep.turns),
+    )

@@ -21,8 +21,8 @@ import torch
 
 from harness_pool.spec import HarnessSpec
 from rl.logprobs import token_logprobs
-from rl.precision import autocast
 from rl.policy import ChatSession, Generation, Sampling
+from rl.precision import autocast
 from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
 
 
@@ -37,8 +37,10 @@ def demo_replies(task, rng: random.Random, inspect_prob: float = 0.5) -> list[st
     """The scripted assistant turns for one training task in H0's text protocol."""
     replies = []
     if rng.random() < inspect_prob:
-        replies.append(f"First I look at a few rows of the table.\nAction: Operation\n```sql\n"
-                       f"SELECT * FROM `{task.table_name}` LIMIT 3;\n```")
+        replies.append(
+            f"First I look at a few rows of the table.\nAction: Operation\n```sql\n"
+            f"SELECT * FROM `{task.table_name}` LIMIT 3;\n```"
+        )
     if task.is_mutation:
         what = "insert the new row" if task.task_type == "INSERT" else "update the matching rows"
         replies.append(f"I will {what}.\nAction: Operation\n```sql\n{task.gold_sql}\n```")
@@ -79,8 +81,9 @@ class ForcedReplies:
         return out
 
 
-def build_demonstrations(policy, tasks: list, harness: HarnessSpec, make_env, seed: int = 0,
-                         inspect_prob: float = 0.5, max_rounds: int = 15) -> tuple[list[SftExample], list[RolloutResult]]:
+def build_demonstrations(
+    policy, tasks: list, harness: HarnessSpec, make_env, seed: int = 0, inspect_prob: float = 0.5, max_rounds: int = 15
+) -> tuple[list[SftExample], list[RolloutResult]]:
     """Replay scripted demonstrations; keep those the verifier accepts. Returns (examples, all results)."""
     bad = [t.id for t in tasks if t.split != "train"]
     if bad:
@@ -130,15 +133,25 @@ def heldout_loss(model, examples: list[SftExample], pad_id: int, batch_size: int
     model.eval()
     total, count = 0.0, 0
     for start in range(0, len(examples), batch_size):
-        chunk = examples[start:start + batch_size]
+        chunk = examples[start : start + batch_size]
         part_sum, part_count = masked_nll_sum(model, chunk, pad_id)
         total += part_sum.item()
         count += part_count
     return total / max(count, 1)
 
 
-def train_sft(model, examples: list[SftExample], pad_id: int, steps: int, batch_size: int = 8, lr: float = 1e-4,
-              seed: int = 0, on_step=None, micro_batch_size: int = 2, dtype: str = "float32") -> list[float]:
+def train_sft(
+    model,
+    examples: list[SftExample],
+    pad_id: int,
+    steps: int,
+    batch_size: int = 8,
+    lr: float = 1e-4,
+    seed: int = 0,
+    on_step=None,
+    micro_batch_size: int = 2,
+    dtype: str = "float32",
+) -> list[float]:
     """AdamW on shuffled mini-batches for `steps` updates (cosine decay); returns the loss per step.
 
     Each update accumulates gradients over micro-batches of `micro_batch_size` demonstrations
@@ -167,7 +180,7 @@ def train_sft(model, examples: list[SftExample], pad_id: int, steps: int, batch_
         total = 0.0
         for start in range(0, len(chunk), micro_batch_size):
             with autocast(model.device.type, dtype):
-                part_sum, _ = masked_nll_sum(model, chunk[start:start + micro_batch_size], pad_id)
+                part_sum, _ = masked_nll_sum(model, chunk[start : start + micro_batch_size], pad_id)
             (part_sum / n_tokens).backward()
             total += part_sum.item()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -83,11 +83,16 @@ def collate(seqs: list[TrainSequence], pad_id: int) -> dict[str, torch.Tensor]:
         mask[row, :n] = torch.tensor(s.loss_mask, dtype=torch.float32)
         rollout[row, :n] = torch.tensor(s.rollout_logprobs, dtype=torch.float32)
     mask[:, 0] = 0.0
-    return {"input_ids": ids, "attention_mask": attn, "loss_mask": mask, "rollout_logprobs": rollout,
-            "advantages": torch.tensor([s.advantage for s in seqs], dtype=torch.float32)}
+    return {
+        "input_ids": ids,
+        "attention_mask": attn,
+        "loss_mask": mask,
+        "rollout_logprobs": rollout,
+        "advantages": torch.tensor([s.advantage for s in seqs], dtype=torch.float32),
+    }
 
 
 def micro_batches(seqs: list[TrainSequence], size: int) -> list[list[TrainSequence]]:
     """Consecutive chunks of `size` after sorting by length, so padding stays small."""
     ordered = sorted(seqs, key=lambda s: len(s.input_ids))
-    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]

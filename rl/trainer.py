@@ -50,8 +50,10 @@ class TrainerSettings:
 def wrap_lora(model, rank: int):
     from peft import LoraConfig, get_peft_model
 
-    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
-                                            target_modules="all-linear", task_type="CAUSAL_LM"))
+    return get_peft_model(
+        model,
+        LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM"),
+    )
 
 
 class TorchTrainer:
@@ -78,10 +80,14 @@ class TorchTrainer:
 
     def _logprobs(self, batch: dict) -> torch.Tensor:
         with autocast(self.device.type, self.settings.dtype):
-            return token_logprobs(self.model, batch["input_ids"].to(self.device),
-                                  batch["attention_mask"].to(self.device),
-                                  chunk=self.settings.logprob_chunk, temperature=self.settings.temperature,
-                                  needed=batch["loss_mask"].to(self.device) > 0)  # the loss reads nothing else
+            return token_logprobs(
+                self.model,
+                batch["input_ids"].to(self.device),
+                batch["attention_mask"].to(self.device),
+                chunk=self.settings.logprob_chunk,
+                temperature=self.settings.temperature,
+                needed=batch["loss_mask"].to(self.device) > 0,
+            )  # the loss reads nothing else
 
     @torch.no_grad()
     def old_logprobs(self, chunks: list[list[TrainSequence]]) -> list[torch.Tensor]:
@@ -97,7 +103,9 @@ class TorchTrainer:
         chunks = micro_batches(active, self.settings.micro_batch)
         self.model.train()
         self._zero_grad()
-        totals = dict.fromkeys(("loss", "clipped", "tokens", "sequences", "known", "weight", "at_cap", "below_half"), 0.0)
+        totals = dict.fromkeys(
+            ("loss", "clipped", "tokens", "sequences", "known", "weight", "at_cap", "below_half"), 0.0
+        )
         for chunk, weight in self._shard(chunks):
             batch = collate(chunk, self.pad_id)
             loss, stats = self._micro_loss(batch, n_tokens)
@@ -116,13 +124,21 @@ class TorchTrainer:
         self.updates += 1
         done = time.perf_counter()
         known = max(totals["known"], 1.0)
-        return {"loss": totals["loss"], "clip_fraction": totals["clipped"] / max(n_tokens, 1.0), "grad_norm": grad_norm,
-                "policy_tokens": n_tokens, "trained_sequences": totals["sequences"],
-                "trained_tokens": totals["tokens"], "mismatch_tokens": totals["known"],
-                "mismatch_mean": totals["weight"] / known if totals["known"] else 1.0,
-                "mismatch_at_cap": totals["at_cap"] / known, "mismatch_below_half": totals["below_half"] / known,
-                "seconds_forward_backward": t_fb - started, "seconds_optimizer": done - t_fb,
-                "seconds_update": done - started}
+        return {
+            "loss": totals["loss"],
+            "clip_fraction": totals["clipped"] / max(n_tokens, 1.0),
+            "grad_norm": grad_norm,
+            "policy_tokens": n_tokens,
+            "trained_sequences": totals["sequences"],
+            "trained_tokens": totals["tokens"],
+            "mismatch_tokens": totals["known"],
+            "mismatch_mean": totals["weight"] / known if totals["known"] else 1.0,
+            "mismatch_at_cap": totals["at_cap"] / known,
+            "mismatch_below_half": totals["below_half"] / known,
+            "seconds_forward_backward": t_fb - started,
+            "seconds_optimizer": done - t_fb,
+            "seconds_update": done - started,
+        }
 
     def _shard(self, chunks: list[list[TrainSequence]]) -> list[tuple[list[TrainSequence], float]]:
         """The micro-batches this process trains, each with its loss weight (one process: all, weight 1)."""
@@ -139,12 +155,17 @@ class TorchTrainer:
         mask = batch["loss_mask"].to(device)
         known = ~torch.isnan(rollout) & (mask > 0)
         rollout = torch.where(torch.isnan(rollout), old_lp, rollout)  # unknown -> weight 1
-        loss, stats = clipped_surrogate_loss(logp, old_lp, batch["advantages"].to(device), mask,
-                                             rollout_logprobs=rollout, normaliser=n_tokens)
+        loss, stats = clipped_surrogate_loss(
+            logp, old_lp, batch["advantages"].to(device), mask, rollout_logprobs=rollout, normaliser=n_tokens
+        )
         with torch.no_grad():
             w = mismatch_weight(old_lp, rollout)[known]
-            stats.update(known=float(w.numel()), weight=float(w.sum()), at_cap=float((w >= MISMATCH_CAP).sum()),
-                         below_half=float((w < 0.5).sum()))
+            stats.update(
+                known=float(w.numel()),
+                weight=float(w.sum()),
+                at_cap=float((w >= MISMATCH_CAP).sum()),
+                below_half=float((w < 0.5).sum()),
+            )
         return loss, stats
 
     def _backward(self, loss: torch.Tensor) -> None:
@@ -163,8 +184,9 @@ class TorchTrainer:
         """Weights (all trainable state, LoRA included) + optimizer, written atomically."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "updates": self.updates}, tmp)
+        torch.save(
+            {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "updates": self.updates}, tmp
+        )
         tmp.replace(path)
 
     def load_state(self, path: Path) -> None:

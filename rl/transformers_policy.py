@@ -97,8 +97,15 @@ class TransformersPolicy:
 
     padded_token_budget = 16384  # prompt tokens (padding included) per generate call (hf engine)
 
-    def __init__(self, model: str = "smollm2-135m", device: str = "cpu", dtype: str = "float32",
-                 max_context_tokens: int | None = None, shared: bool = True, engine: str = "lean"):
+    def __init__(
+        self,
+        model: str = "smollm2-135m",
+        device: str = "cpu",
+        dtype: str = "float32",
+        max_context_tokens: int | None = None,
+        shared: bool = True,
+        engine: str = "lean",
+    ):
         self.model_dir = resolve_model(model)
         self.name = model
         self.device = device
@@ -111,8 +118,7 @@ class TransformersPolicy:
             from rl.decode import require_supported
 
             require_supported(self.model)
-        self.max_context_tokens = max_context_tokens or int(
-            getattr(self.model.config, "max_position_embeddings", 2048))
+        self.max_context_tokens = max_context_tokens or int(getattr(self.model.config, "max_position_embeddings", 2048))
         self.eos_ids = self._eos_ids()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
 
@@ -151,7 +157,7 @@ class TransformersPolicy:
         if not full.startswith(session.rendered_text):
             self.reset_context(session, new_messages)
             return
-        delta = full[len(session.rendered_text):]
+        delta = full[len(session.rendered_text) :]
         ids = self.encode(delta)
         session.messages = new_messages
         session.token_ids = session.token_ids + ids
@@ -161,19 +167,22 @@ class TransformersPolicy:
 
     # -- sampling --------------------------------------------------------------------------
     @torch.inference_mode()
-    def generate(self, sessions: list[ChatSession], sampling: Sampling,
-                 streams: list[tuple[int, int] | None] | None = None) -> list[Generation]:
+    def generate(
+        self, sessions: list[ChatSession], sampling: Sampling, streams: list[tuple[int, int] | None] | None = None
+    ) -> list[Generation]:
         """`streams` (lean engine): each session's sampling stream as (seed, index); by default
         (sampling.seed, position in this call)."""
         budget = self.max_context_tokens - sampling.max_new_tokens
-        results = [Generation(text="", finish_reason="context_overflow", prompt_tokens=len(s.token_ids))
-                   for s in sessions]
+        results = [
+            Generation(text="", finish_reason="context_overflow", prompt_tokens=len(s.token_ids)) for s in sessions
+        ]
         live = [i for i, s in enumerate(sessions) if len(s.token_ids) <= budget]
         if self.engine == "lean" and live:
             if streams is None:
                 streams = [None if sampling.seed is None else (sampling.seed, i) for i in range(len(sessions))]
-            for i, gen in zip(live, self._generate_lean([sessions[i] for i in live], sampling,
-                                                        [streams[i] for i in live])):
+            for i, gen in zip(
+                live, self._generate_lean([sessions[i] for i in live], sampling, [streams[i] for i in live])
+            ):
                 results[i] = gen
             return results
         for chunk in length_buckets([len(sessions[i].token_ids) for i in live], self.padded_token_budget):
@@ -182,16 +191,23 @@ class TransformersPolicy:
                 results[i] = gen
         return results
 
-    def _generate_lean(self, sessions: list[ChatSession], sampling: Sampling,
-                       streams: list[tuple[int, int] | None]) -> list[Generation]:
+    def _generate_lean(
+        self, sessions: list[ChatSession], sampling: Sampling, streams: list[tuple[int, int] | None]
+    ) -> list[Generation]:
         """One rl/decode.py call: each session's cached keys/values reused, the new ones kept."""
         from rl.decode import DecodeEngine
 
         start = time.perf_counter()
         engine = DecodeEngine(self.model, self.eos_ids, self.pad_id)  # cheap: holds references only
-        decoded = engine.generate([s.token_ids for s in sessions], [s.cache for s in sessions],
-                                  sampling.max_new_tokens, sampling.temperature, sampling.top_p, sampling.seed,
-                                  streams=streams)
+        decoded = engine.generate(
+            [s.token_ids for s in sessions],
+            [s.cache for s in sessions],
+            sampling.max_new_tokens,
+            sampling.temperature,
+            sampling.top_p,
+            sampling.seed,
+            streams=streams,
+        )
         seconds = time.perf_counter() - start
         out = []
         for session, d in zip(sessions, decoded):
@@ -199,8 +215,9 @@ class TransformersPolicy:
             session.cache = d.cache
         return out
 
-    def generate_continuous(self, sessions: list[ChatSession], sampling: Sampling,
-                            on_reply: Callable[[int, Generation], bool]) -> None:
+    def generate_continuous(
+        self, sessions: list[ChatSession], sampling: Sampling, on_reply: Callable[[int, Generation], bool]
+    ) -> None:
         """Continuous batching (lean engine): sample a reply for every session; the moment session
         i's reply is complete, on_reply(i, generation) records it, steps the episode and says
         whether the session has another turn (already appended to it). That turn is prefilled
@@ -232,9 +249,16 @@ class TransformersPolicy:
         if not live:
             return
         engine = DecodeEngine(self.model, self.eos_ids, self.pad_id)
-        engine.run([sessions[i].token_ids for i in live], [sessions[i].cache for i in live], sampling.max_new_tokens,
-                   sampling.temperature, sampling.top_p, sampling.seed,
-                   next_turn=lambda j, decoded: next_turn(live[j], decoded), keep_cache=False)
+        engine.run(
+            [sessions[i].token_ids for i in live],
+            [sessions[i].cache for i in live],
+            sampling.max_new_tokens,
+            sampling.temperature,
+            sampling.top_p,
+            sampling.seed,
+            next_turn=lambda j, decoded: next_turn(live[j], decoded),
+            keep_cache=False,
+        )
         for i in live:
             sessions[i].cache = None
 
@@ -245,8 +269,8 @@ class TransformersPolicy:
         input_ids = torch.full((len(sessions), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(sessions), width), dtype=torch.long)
         for row, s in enumerate(sessions):
-            input_ids[row, width - len(s.token_ids):] = torch.tensor(s.token_ids)
-            attention[row, width - len(s.token_ids):] = 1
+            input_ids[row, width - len(s.token_ids) :] = torch.tensor(s.token_ids)
+            attention[row, width - len(s.token_ids) :] = 1
         recorder = _ScaleAndRecord(sampling.temperature)
         processors = LogitsProcessorList([recorder])
         if sampling.temperature > 0 and sampling.top_p < 1.0:
@@ -254,16 +278,24 @@ class TransformersPolicy:
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         out = self.model.generate(
-            input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
-            do_sample=sampling.temperature > 0, temperature=1.0, top_k=0, top_p=1.0,
-            max_new_tokens=sampling.max_new_tokens, logits_processor=processors,
-            eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention.to(self.device),
+            do_sample=sampling.temperature > 0,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=sampling.max_new_tokens,
+            logits_processor=processors,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
         )
         new_tokens = out[:, width:].cpu()
         logprobs = recorder.finish(out[:, -1]).cpu()
         seconds = time.perf_counter() - start
-        return [self._finish_one(s, new_tokens[row].tolist(), logprobs[row].tolist(), seconds)
-                for row, s in enumerate(sessions)]
+        return [
+            self._finish_one(s, new_tokens[row].tolist(), logprobs[row].tolist(), seconds)
+            for row, s in enumerate(sessions)
+        ]
 
     def append_reply(self, session: ChatSession, text: str) -> Generation:
         """Teacher forcing: append `text` + end-of-turn as if the policy had sampled it."""
@@ -280,5 +312,11 @@ class TransformersPolicy:
         session.messages = session.messages + [{"role": "assistant", "content": text}]
         session.token_ids = session.token_ids + tokens
         session.rendered_text = session.rendered_text + self.decode(tokens)
-        return Generation(text=text, token_ids=tokens, logprobs=logprobs, finish_reason=finish,
-                          prompt_tokens=len(session.token_ids) - len(tokens), seconds=seconds)
+        return Generation(
+            text=text,
+            token_ids=tokens,
+            logprobs=logprobs,
+            finish_reason=finish,
+            prompt_tokens=len(session.token_ids) - len(tokens),
+            seconds=seconds,
+        )

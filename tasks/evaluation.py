@@ -29,13 +29,14 @@ from harness_pool.spec import load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutSpec, run_rollouts
 from tasks import faults, tracking
-from tasks.records import build_group, ensure_group, group_record
+from tasks.records import build_group, ensure_group, group_record, record_bench_tasks, record_harnesses
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
 
 
 def run_id_for(cfg: EvalConfig) -> str:
     """Same config, same run: starting the same command again resumes it."""
-    return f"{cfg.name}-{stable_id('eval', cfg.model_dump_json(exclude={'group_concurrency', 'results_dir', 'runner', 'wandb'}))[:12]}"
+    settings = cfg.model_dump_json(exclude={"group_concurrency", "results_dir", "runner", "wandb"})
+    return f"{cfg.name}-{stable_id('eval', settings)[:12]}"
 
 
 def result_storage(cfg: EvalConfig) -> Path:
@@ -55,21 +56,30 @@ def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id:
         tasks = [t for t in bench_tasks(cfg.env, cfg.split) if t.id in wanted]
         missing = sorted(wanted - {t.id for t in tasks})
         if missing:
-            raise LookupError(f"benchmark tasks {missing} are not in split {cfg.split}: ids look like "
-                              f"{cfg.env.benchmark}/{cfg.split}/0007")
+            raise LookupError(
+                f"benchmark tasks {missing} are not in split {cfg.split}: ids look like "
+                f"{cfg.env.benchmark}/{cfg.split}/0007"
+            )
     run_id = run_id_for(cfg)
     with session_scope(get_engine(database_url)) as session:
-        store.upsert_run(session, id=run_id, kind="eval", name=cfg.name, config=cfg.model_dump(mode="json"),
-                         status="running", prefect_flow_run_id=prefect_flow_run_id)
-        for h in [harness, *pool_harnesses(cfg)]:
-            store.upsert_harness(session, id=h.id, name=h.name, benchmark=h.benchmark, parent_ids=h.parent_ids,
-                                 spec=h.model_dump(mode="json"))
-        store.upsert_bench_tasks(session, [
-            {"id": t.id, "benchmark": t.benchmark, "split": t.split, "index": t.index, "task_type": t.task_type,
-             "tier": t.tier, "description": t.description, "record": t.record} for t in tasks])
+        store.upsert_run(
+            session,
+            id=run_id,
+            kind="eval",
+            name=cfg.name,
+            config=cfg.model_dump(mode="json"),
+            status="running",
+            prefect_flow_run_id=prefect_flow_run_id,
+        )
+        record_harnesses(session, [harness, *pool_harnesses(cfg)])
+        record_bench_tasks(session, tasks)
         choices = rank1_choices(session, cfg, run_id, harness, tasks) if cfg.routing == "rank1" else {}
-    return {"run_id": run_id, "harness_id": harness.id, "bench_task_ids": [t.id for t in tasks],
-            "choices": {t.id: choices.get(t.id, harness.id) for t in tasks}}
+    return {
+        "run_id": run_id,
+        "harness_id": harness.id,
+        "bench_task_ids": [t.id for t in tasks],
+        "choices": {t.id: choices.get(t.id, harness.id) for t in tasks},
+    }
 
 
 def pool_harnesses(cfg: EvalConfig) -> list:
@@ -85,12 +95,15 @@ def rank1_choices(session, cfg: EvalConfig, run_id: str, h0, tasks) -> dict[str,
     from tasks.routing import load_profiles
 
     newest = cfg.profiles_version is None
-    version, profiles = load_profiles(session, cfg.profiles_run, 10**9 if newest else cfg.profiles_version,
-                                      first_only=False)
+    version, profiles = load_profiles(
+        session, cfg.profiles_run, 10**9 if newest else cfg.profiles_version, first_only=False
+    )
     if not profiles or (not newest and version != cfg.profiles_version):
         at = "" if newest else f" at re-anchor step {cfg.profiles_version}"
-        raise LookupError(f"run {cfg.profiles_run} has no behaviour profiles{at}: pass a training run id "
-                          "(`hs report training` lists them) and one of its re-anchor steps")
+        raise LookupError(
+            f"run {cfg.profiles_run} has no behaviour profiles{at}: pass a training run id "
+            "(`hs report training` lists them) and one of its re-anchor steps"
+        )
     success = {hid: p.success_rate for hid, p in profiles.items()}
     success[h0.id] = sum(p.h0_success_rate for p in profiles.values()) / len(profiles)
     voters = [StatisticsVoter() if v == "statistics" else EmbeddingVoter() for v in cfg.router_voters]
@@ -100,17 +113,33 @@ def rank1_choices(session, cfg: EvalConfig, run_id: str, h0, tasks) -> dict[str,
     for t in tasks:
         ranking = rank1_ranking(t, h0, pool, router)
         out[t.id] = ranking.top(1)[0]
-        session.merge(RouterDecision(
-            id=stable_id("decision", run_id, 0, t.id, "rank1"), run_id=run_id, step=0, bench_task_id=t.id,
-            purpose="rank1", router="rank1", profile_version=version, ranking=list(ranking.harness_ids),
-            chosen=[out[t.id]], votes={"voters": dict(ranking.votes), "errors": dict(ranking.errors)}))
+        session.merge(
+            RouterDecision(
+                id=stable_id("decision", run_id, 0, t.id, "rank1"),
+                run_id=run_id,
+                step=0,
+                bench_task_id=t.id,
+                purpose="rank1",
+                router="rank1",
+                profile_version=version,
+                ranking=list(ranking.harness_ids),
+                chosen=[out[t.id]],
+                votes={"voters": dict(ranking.votes), "errors": dict(ranking.errors)},
+            )
+        )
     return out
 
 
-@task(name="rollout-group", cache_policy=(INPUTS - "cfg" - "database_url") + TASK_SOURCE, persist_result=True, retries=1,
-      task_run_name="group-{bench_task_id}-seed{seed}")
-def rollout_group(cfg: EvalConfig, run_id: str, harness_id: str, bench_task_id: str, seed: int,
-                  database_url: str | None) -> dict:
+@task(
+    name="rollout-group",
+    cache_policy=(INPUTS - "cfg" - "database_url") + TASK_SOURCE,
+    persist_result=True,
+    retries=1,
+    task_run_name="group-{bench_task_id}-seed{seed}",
+)
+def rollout_group(
+    cfg: EvalConfig, run_id: str, harness_id: str, bench_task_id: str, seed: int, database_url: str | None
+) -> dict:
     """K rollouts of one benchmark task under the configured harness; rows replace any earlier copy.
 
     Cache key: run id (derived from every config field that changes an outcome), harness
@@ -128,13 +157,25 @@ def rollout_group(cfg: EvalConfig, run_id: str, harness_id: str, bench_task_id: 
     specs = [RolloutSpec(the_task, harness, i) for i in range(cfg.k)]
     sampling = Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=_group_seed(seed, bench_task_id))
     results = run_rollouts(policy, specs, env_factory(cfg.env), sampling, max_rounds=cfg.env.max_rounds)
-    record = group_record(run_id=run_id, step=0, bench_task_id=bench_task_id, harness_id=harness.id, seed=seed,
-                          role="eval", checkpoint=cfg.checkpoint, results=results)
+    record = group_record(
+        run_id=run_id,
+        step=0,
+        bench_task_id=bench_task_id,
+        harness_id=harness.id,
+        seed=seed,
+        role="eval",
+        checkpoint=cfg.checkpoint,
+        results=results,
+    )
     group = build_group(**record)
     with session_scope(get_engine(database_url)) as session:
         store.replace_group(session, group)
-    return {"group_id": group.id, "successes": [r.verdict.success for r in results], "worker": worker_name(),
-            "record": record}
+    return {
+        "group_id": group.id,
+        "successes": [r.verdict.success for r in results],
+        "worker": worker_name(),
+        "record": record,
+    }
 
 
 def record_group(summary: dict, database_url: str | None) -> bool:
@@ -175,8 +216,9 @@ def rank1_share(session, run_id: str) -> dict[str, float]:
     """Share of tasks each harness was Rank-1 for (RQ5: how often H0 itself wins), by name."""
     from db.models import Harness
 
-    chosen = session.scalars(select(RouterDecision.chosen).where(RouterDecision.run_id == run_id,
-                                                                 RouterDecision.purpose == "rank1")).all()
+    chosen = session.scalars(
+        select(RouterDecision.chosen).where(RouterDecision.run_id == run_id, RouterDecision.purpose == "rank1")
+    ).all()
     names = dict(session.execute(select(Harness.id, Harness.name)).all())
     counts: dict[str, int] = {}
     for c in chosen:
@@ -185,40 +227,58 @@ def rank1_share(session, run_id: str) -> dict[str, float]:
 
 
 @task(name="score-evaluation")
-def score_evaluation(cfg: EvalConfig, run_id: str, harness_id: str, database_url: str | None,
-                     expected_groups: int | None = None) -> dict:
+def score_evaluation(
+    cfg: EvalConfig, run_id: str, harness_id: str, database_url: str | None, expected_groups: int | None = None
+) -> dict:
     """Pass@k / Avg@k (mean, std over seeds; overall and per task type) from the stored trajectories.
 
     Refuses, in one line, to score a run whose database holds fewer groups than it ran.
     """
     with session_scope(get_engine(database_url)) as session:
-        held = session.scalar(select(func.count()).select_from(RolloutGroup)
-                              .where(RolloutGroup.run_id == run_id, RolloutGroup.role == "eval"))
+        held = session.scalar(
+            select(func.count())
+            .select_from(RolloutGroup)
+            .where(RolloutGroup.run_id == run_id, RolloutGroup.role == "eval")
+        )
         if not held or (expected_groups is not None and held < expected_groups):
             raise LookupError(
                 f"run {run_id} has {held} of {expected_groups if expected_groups is not None else 'its'} rollout "
                 f"groups in {mask_url(database_url or default_url(create_home=False))}: start the same command again "
-                "(finished groups are written back from the results cache without running the model)")
+                "(finished groups are written back from the results cache without running the model)"
+            )
         rows = session.execute(
             select(RolloutGroup.seed, Trajectory.bench_task_id, BenchTaskRow.task_type, Trajectory.success)
             .join(Trajectory, Trajectory.group_id == RolloutGroup.id)
             .join(BenchTaskRow, BenchTaskRow.id == Trajectory.bench_task_id)
-            .where(RolloutGroup.run_id == run_id, RolloutGroup.role == "eval")).all()
+            .where(RolloutGroup.run_id == run_id, RolloutGroup.role == "eval")
+        ).all()
         outcomes = [{"seed": r[0], "bench_task_id": r[1], "task_type": r[2], "success": r[3]} for r in rows]
         metrics = summarise(outcomes)
         if cfg.routing == "rank1":
             metrics["rank1_share"] = rank1_share(session, run_id)
         evaluation = Evaluation(
-            id=stable_id("evaluation", run_id, harness_id, cfg.routing), run_id=run_id, benchmark=cfg.env.benchmark,
-            split=cfg.split, harness_id=harness_id, routing=cfg.routing, k=cfg.k, n_seeds=cfg.seeds,
-            n_bench_tasks=metrics["overall"]["n_tasks"], metrics=metrics)
+            id=stable_id("evaluation", run_id, harness_id, cfg.routing),
+            run_id=run_id,
+            benchmark=cfg.env.benchmark,
+            split=cfg.split,
+            harness_id=harness_id,
+            routing=cfg.routing,
+            k=cfg.k,
+            n_seeds=cfg.seeds,
+            n_bench_tasks=metrics["overall"]["n_tasks"],
+            metrics=metrics,
+        )
         store.record_evaluation(session, evaluation)
         store.finish_run(session, run_id, "completed")
     overall = metrics["overall"]
-    figures = {"eval/pass_at_k": overall["pass"]["mean"], "eval/pass_at_k_std": overall["pass"]["std"],
-               "eval/avg_at_k": overall["avg"]["mean"], "eval/avg_at_k_std": overall["avg"]["std"],
-               "eval/n_tasks": overall["n_tasks"],
-               **{f"eval/{t}/avg_at_k": b["avg"]["mean"] for t, b in metrics["per_type"].items()},
-               **{f"eval/rank1_share/{h}": v for h, v in metrics.get("rank1_share", {}).items()}}
+    figures = {
+        "eval/pass_at_k": overall["pass"]["mean"],
+        "eval/pass_at_k_std": overall["pass"]["std"],
+        "eval/avg_at_k": overall["avg"]["mean"],
+        "eval/avg_at_k_std": overall["avg"]["std"],
+        "eval/n_tasks": overall["n_tasks"],
+        **{f"eval/{t}/avg_at_k": b["avg"]["mean"] for t, b in metrics["per_type"].items()},
+        **{f"eval/rank1_share/{h}": v for h, v in metrics.get("rank1_share", {}).items()},
+    }
     tracking.log_summary(run_id, cfg.wandb, cfg.model_dump(mode="json"), figures)
     return {"evaluation_id": evaluation.id, "run_id": run_id, **metrics}

@@ -29,7 +29,7 @@ from harness_pool.spec import HarnessError, HarnessSpec, load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
 from tasks import tracking
-from tasks.records import build_group, ensure_group, group_record
+from tasks.records import build_group, ensure_group, group_record, record_bench_tasks, record_harnesses
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
 from tasks.sft import checkpoint_name
 from tasks.training import warm_start_config
@@ -58,19 +58,18 @@ def register_evolution(cfg: EvolveConfig, database_url: str | None, prefect_flow
     the_tasks = [bench_task(cfg.env, i) for i in task_ids]
     run_id = evolve_run_id(cfg)
     with session_scope(get_engine(database_url)) as session:
-        store.upsert_run(session, id=run_id, kind="evolve", name=cfg.name, status="running",
-                         config={**cfg.model_dump(mode="json"), "policy_model": policy_config(cfg).model},
-                         prefect_flow_run_id=prefect_flow_run_id)
-        _record_harness(session, h0)
-        store.upsert_bench_tasks(session, [
-            {"id": t.id, "benchmark": t.benchmark, "split": t.split, "index": t.index, "task_type": t.task_type,
-             "tier": t.tier, "description": t.description, "record": t.record} for t in the_tasks])
+        store.upsert_run(
+            session,
+            id=run_id,
+            kind="evolve",
+            name=cfg.name,
+            status="running",
+            config={**cfg.model_dump(mode="json"), "policy_model": policy_config(cfg).model},
+            prefect_flow_run_id=prefect_flow_run_id,
+        )
+        record_harnesses(session, [h0])
+        record_bench_tasks(session, the_tasks)
     return {"run_id": run_id, "h0": h0.model_dump(mode="json"), "task_ids": task_ids}
-
-
-def _record_harness(session, h: HarnessSpec) -> None:
-    store.upsert_harness(session, id=h.id, name=h.name, benchmark=h.benchmark, parent_ids=h.parent_ids,
-                         spec=h.model_dump(mode="json"))
 
 
 # -- facts for diagnosis ---------------------------------------------------------------------
@@ -78,19 +77,42 @@ def facts_of(result: RolloutResult, the_task, trajectory_id: str) -> Facts:
     steps, parse_errors = [], []
     for t in result.turns:
         if t.action_kind == "sql" and t.action:
-            steps.append(SqlStep(t.action.get("sql", ""), t.observation or "", (t.observation or "").startswith("Error")))
+            steps.append(
+                SqlStep(t.action.get("sql", ""), t.observation or "", (t.observation or "").startswith("Error"))
+            )
         elif t.action_kind == "invalid" and t.parse_error:
             parse_errors.append(t.parse_error)
-    return Facts(trajectory_id=trajectory_id, bench_task_id=the_task.id, task_type=the_task.task_type,
-                 label=list(the_task.label or []), table_name=the_task.table_name, end_reason=result.end_reason,
-                 parse_errors=tuple(parse_errors), sql_steps=tuple(steps), answer=result.answer,
-                 success=result.verdict.success)
+    return Facts(
+        trajectory_id=trajectory_id,
+        bench_task_id=the_task.id,
+        task_type=the_task.task_type,
+        label=list(the_task.label or []),
+        table_name=the_task.table_name,
+        end_reason=result.end_reason,
+        parse_errors=tuple(parse_errors),
+        sql_steps=tuple(steps),
+        answer=result.answer,
+        success=result.verdict.success,
+    )
 
 
-@task(name="run-harness", cache_policy=(INPUTS - "cfg" - "database_url") + TASK_SOURCE, persist_result=True, retries=1,
-      task_run_name="{role}-r{round}-{harness[name]}")
-def run_harness(cfg: EvolveConfig, run_id: str, harness: dict, task_ids: list[str], role: str, round: int,
-                k: int, database_url: str | None) -> dict:
+@task(
+    name="run-harness",
+    cache_policy=(INPUTS - "cfg" - "database_url") + TASK_SOURCE,
+    persist_result=True,
+    retries=1,
+    task_run_name="{role}-r{round}-{harness[name]}",
+)
+def run_harness(
+    cfg: EvolveConfig,
+    run_id: str,
+    harness: dict,
+    task_ids: list[str],
+    role: str,
+    round: int,
+    k: int,
+    database_url: str | None,
+) -> dict:
     """k rollouts of `harness` on every task (all batched), stored as one group per task, with a
     rule root cause for every failed rollout. Returns {task id: {successes, causes, trajectory_ids}}."""
     spec = HarnessSpec.model_validate(harness)
@@ -101,11 +123,21 @@ def run_harness(cfg: EvolveConfig, run_id: str, harness: dict, task_ids: list[st
     results = run_rollouts(get_policy(policy_config(cfg)), specs, env_factory(cfg.env), sampling, cfg.env.max_rounds)
     out, records = {}, []
     with session_scope(get_engine(database_url)) as session:
-        _record_harness(session, spec)
+        record_harnesses(session, [spec])
         for n, t in enumerate(the_tasks):
-            res = results[n * k:(n + 1) * k]
-            records.append(group_record(run_id=run_id, step=round, bench_task_id=t.id, harness_id=spec.id,
-                                        seed=cfg.seed, role=role, checkpoint=policy_config(cfg).model, results=res))
+            res = results[n * k : (n + 1) * k]
+            records.append(
+                group_record(
+                    run_id=run_id,
+                    step=round,
+                    bench_task_id=t.id,
+                    harness_id=spec.id,
+                    seed=cfg.seed,
+                    role=role,
+                    checkpoint=policy_config(cfg).model,
+                    results=res,
+                )
+            )
             group = build_group(**records[-1])
             store.replace_group(session, group)
             trajs = sorted(group.trajectories, key=lambda x: x.sample_index)
@@ -114,8 +146,11 @@ def run_harness(cfg: EvolveConfig, run_id: str, harness: dict, task_ids: list[st
                 from tasks.llm_editing import llm_causes
 
                 causes = llm_causes(cfg, res, causes)
-            out[t.id] = {"successes": [r.verdict.success for r in res], "causes": causes,
-                         "trajectory_ids": [tr.id for tr in trajs]}
+            out[t.id] = {
+                "successes": [r.verdict.success for r in res],
+                "causes": causes,
+                "trajectory_ids": [tr.id for tr in trajs],
+            }
     return {"harness_id": spec.id, "name": spec.name, "tasks": out, "records": records}
 
 
@@ -123,21 +158,36 @@ def record_harness_run(harness: dict, result: dict, database_url: str | None) ->
     """Make sure the current database holds what a (possibly cached) `run_harness` wrote: the
     harness and its groups. Returns how many groups were written (0 when all were there)."""
     with session_scope(get_engine(database_url)) as session:
-        _record_harness(session, HarnessSpec.model_validate(harness))
+        record_harnesses(session, [HarnessSpec.model_validate(harness)])
         return sum(ensure_group(session, record) for record in result["records"])
 
 
 # -- editing -----------------------------------------------------------------------------------
 def _clusters(run: dict, min_support: int):
-    causes = {tid: (task_id, cause) for task_id, r in run["tasks"].items()
-              for tid, cause in zip(r["trajectory_ids"], r["causes"]) if cause}
+    causes = {
+        tid: (task_id, cause)
+        for task_id, r in run["tasks"].items()
+        for tid, cause in zip(r["trajectory_ids"], r["causes"])
+        if cause
+    }
     return cluster_causes(causes, min_support)
 
 
-@task(name="propose-children", cache_policy=(INPUTS - "cfg" - "database_url") + TASK_SOURCE, persist_result=True,
-      task_run_name="edit-r{round}-{parent[name]}")
-def propose_children(cfg: EvolveConfig, run_id: str, round: int, parent: dict, diagnosis: dict,
-                     known_ids: list[str], database_url: str | None) -> list[dict]:
+@task(
+    name="propose-children",
+    cache_policy=(INPUTS - "cfg" - "database_url") + TASK_SOURCE,
+    persist_result=True,
+    task_run_name="edit-r{round}-{parent[name]}",
+)
+def propose_children(
+    cfg: EvolveConfig,
+    run_id: str,
+    round: int,
+    parent: dict,
+    diagnosis: dict,
+    known_ids: list[str],
+    database_url: str | None,
+) -> list[dict]:
     """The editor's candidates for one parent, each with its validation tasks: the targeted
     failures plus controls (tasks the parent solved in every diagnosis rollout, see
     _robust_first). The flow records the rejected patches with their reason (record_rejected),
@@ -155,14 +205,25 @@ def propose_children(cfg: EvolveConfig, run_id: str, round: int, parent: dict, d
         child, error, info = _edit(cfg, spec, target, variant, name, round, diagnosis, database_url)
         if child is not None and child.id in seen:
             child, error = None, "duplicate of a harness already in the pool or a parent"
-        failed = sorted(t for t, r in diagnosis["tasks"].items() if not any(r["successes"])
-                        and any(c in causes for c in r["causes"]))
+        failed = sorted(
+            t
+            for t, r in diagnosis["tasks"].items()
+            if not any(r["successes"]) and any(c in causes for c in r["causes"])
+        )
         budget = cfg.validation.max_tasks - min(cfg.validation.n_controls, len(solved))
-        controls = sorted(solved[:cfg.validation.n_controls])
-        candidate = {"id": stable_id("candidate", run_id, round, spec.id, name), "name": name,
-                     "parent_id": spec.id, "root_causes": causes, "targeted": failed[:budget], "controls": controls,
-                     "harness_id": child.id if child else None,
-                     "spec": child.model_dump(mode="json") if child else None, "error": error, "editor": info}
+        controls = sorted(solved[: cfg.validation.n_controls])
+        candidate = {
+            "id": stable_id("candidate", run_id, round, spec.id, name),
+            "name": name,
+            "parent_id": spec.id,
+            "root_causes": causes,
+            "targeted": failed[:budget],
+            "controls": controls,
+            "harness_id": child.id if child else None,
+            "spec": child.model_dump(mode="json") if child else None,
+            "error": error,
+            "editor": info,
+        }
         if child is not None:
             seen.add(child.id)
         out.append(candidate)
@@ -175,10 +236,20 @@ def record_rejected(cfg: EvolveConfig, run_id: str, round: int, proposed: list[d
     with session_scope(get_engine(database_url)) as session:
         for c in proposed:
             if c["spec"] is None:
-                session.merge(EvolutionCandidate(
-                    id=c["id"], run_id=run_id, round=round, parent_id=c["parent_id"], harness_id=None, name=c["name"],
-                    editor=cfg.editor.kind, root_causes=c["root_causes"], status="rejected",
-                    details={"error": c["error"], "editor": c["editor"]}))
+                session.merge(
+                    EvolutionCandidate(
+                        id=c["id"],
+                        run_id=run_id,
+                        round=round,
+                        parent_id=c["parent_id"],
+                        harness_id=None,
+                        name=c["name"],
+                        editor=cfg.editor.kind,
+                        root_causes=c["root_causes"],
+                        status="rejected",
+                        details={"error": c["error"], "editor": c["editor"]},
+                    )
+                )
 
 
 def _robust_first(diagnosis: dict, seed: str) -> list[str]:
@@ -198,8 +269,16 @@ def _family(causes: list[str]) -> str:
     return FAMILY_OF.get(causes[0], causes[0])
 
 
-def _edit(cfg: EvolveConfig, parent: HarnessSpec, target, variant: int, name: str, round: int, diagnosis: dict,
-          database_url: str | None):
+def _edit(
+    cfg: EvolveConfig,
+    parent: HarnessSpec,
+    target,
+    variant: int,
+    name: str,
+    round: int,
+    diagnosis: dict,
+    database_url: str | None,
+):
     """(child or None, error or None, editor info) from the configured editor."""
     if cfg.editor.kind == "offline":
         try:
@@ -222,22 +301,44 @@ def judge(candidate: dict, run: dict, min_fixed: int, max_broken: int) -> dict:
 
 
 @task(name="record-candidates", task_run_name="judge-r{round}")
-def record_candidates(cfg: EvolveConfig, run_id: str, round: int, judged: list[dict], selected: list[str],
-                      database_url: str | None) -> None:
+def record_candidates(
+    cfg: EvolveConfig, run_id: str, round: int, judged: list[dict], selected: list[str], database_url: str | None
+) -> None:
     with session_scope(get_engine(database_url)) as session:
         for c in judged:
-            session.merge(EvolutionCandidate(
-                id=c["id"], run_id=run_id, round=round, parent_id=c["parent_id"], harness_id=c["harness_id"],
-                name=c["name"], editor=cfg.editor.kind, root_causes=c["root_causes"],
-                status="valid" if c["valid"] else "invalid", selected=c["harness_id"] in selected,
-                fixed=c["fixed"], broken=c["broken"], solved=c["solved"],
-                validation_tasks=sorted(set(c["targeted"]) | set(c["controls"])),
-                details={"editor": c["editor"], "targeted": c["targeted"], "controls": c["controls"]}))
+            session.merge(
+                EvolutionCandidate(
+                    id=c["id"],
+                    run_id=run_id,
+                    round=round,
+                    parent_id=c["parent_id"],
+                    harness_id=c["harness_id"],
+                    name=c["name"],
+                    editor=cfg.editor.kind,
+                    root_causes=c["root_causes"],
+                    status="valid" if c["valid"] else "invalid",
+                    selected=c["harness_id"] in selected,
+                    fixed=c["fixed"],
+                    broken=c["broken"],
+                    solved=c["solved"],
+                    validation_tasks=sorted(set(c["targeted"]) | set(c["controls"])),
+                    details={"editor": c["editor"], "targeted": c["targeted"], "controls": c["controls"]},
+                )
+            )
     valid = [c for c in judged if c["valid"]]
-    tracking.log_metrics(run_id, cfg.wandb, cfg.model_dump(mode="json"), {
-        "evolve/candidates": len(judged), "evolve/valid": len(valid), "evolve/selected": len(selected),
-        "evolve/fixed_per_valid": sum(len(c["fixed"]) for c in valid) / max(len(valid), 1),
-        "evolve/broken_per_valid": sum(len(c["broken"]) for c in valid) / max(len(valid), 1)}, round)
+    tracking.log_metrics(
+        run_id,
+        cfg.wandb,
+        cfg.model_dump(mode="json"),
+        {
+            "evolve/candidates": len(judged),
+            "evolve/valid": len(valid),
+            "evolve/selected": len(selected),
+            "evolve/fixed_per_valid": sum(len(c["fixed"]) for c in valid) / max(len(valid), 1),
+            "evolve/broken_per_valid": sum(len(c["broken"]) for c in valid) / max(len(valid), 1),
+        },
+        round,
+    )
 
 
 # -- the frozen pool -------------------------------------------------------------------------------
@@ -252,13 +353,31 @@ def freeze(cfg: EvolveConfig, run_id: str, h0: dict, siblings: list[dict], datab
     tag = version_with_dvc(folder, f"pool-{cfg.env.benchmark}-{version}") if cfg.pool.dvc else None
     with session_scope(get_engine(database_url)) as session:
         # the folder is the truth: a row left by a deleted folder of the same version gives way
-        session.execute(delete(Pool).where(Pool.benchmark == cfg.env.benchmark, Pool.version == version,
-                                           Pool.id != manifest.pool_id))
-        session.merge(Pool(id=manifest.pool_id, benchmark=cfg.env.benchmark, version=version,
-                           base_harness_id=base.id, path=str(folder.resolve()),
-                           members=[m.model_dump(mode="json") for m in manifest.members], run_id=run_id, dvc_tag=tag))
+        session.execute(
+            delete(Pool).where(
+                Pool.benchmark == cfg.env.benchmark, Pool.version == version, Pool.id != manifest.pool_id
+            )
+        )
+        session.merge(
+            Pool(
+                id=manifest.pool_id,
+                benchmark=cfg.env.benchmark,
+                version=version,
+                base_harness_id=base.id,
+                path=str(folder.resolve()),
+                members=[m.model_dump(mode="json") for m in manifest.members],
+                run_id=run_id,
+                dvc_tag=tag,
+            )
+        )
         store.finish_run(session, run_id, "completed")
-    tracking.log_summary(run_id, cfg.wandb, cfg.model_dump(mode="json"), {"evolve/pool_size": len(manifest.members)},
-                         cfg.rounds + 1)
-    return {"version": version, "path": str(folder), "pool_id": manifest.pool_id, "size": len(manifest.members),
-            "dvc_tag": tag}
+    tracking.log_summary(
+        run_id, cfg.wandb, cfg.model_dump(mode="json"), {"evolve/pool_size": len(manifest.members)}, cfg.rounds + 1
+    )
+    return {
+        "version": version,
+        "path": str(folder),
+        "pool_id": manifest.pool_id,
+        "size": len(manifest.members),
+        "dvc_tag": tag,
+    }

@@ -44,15 +44,21 @@ def render_turns(turns, limit: int = 600) -> str:
     return "\n".join(parts)
 
 
-def llm_child(cfg: EvolveConfig, parent: HarnessSpec, target, name: str, round: int, diagnosis: dict,
-              database_url: str | None):
+def llm_child(
+    cfg: EvolveConfig, parent: HarnessSpec, target, name: str, round: int, diagnosis: dict, database_url: str | None
+):
     """(child or None, error or None, editor info with attempts, errors and tokens)."""
     causes = {c.cause for c in target}
-    ids = [tid for r in diagnosis["tasks"].values() for tid, cause in zip(r["trajectory_ids"], r["causes"])
-           if cause in causes][:4]
+    ids = [
+        tid
+        for r in diagnosis["tasks"].values()
+        for tid, cause in zip(r["trajectory_ids"], r["causes"])
+        if cause in causes
+    ][:4]
     with session_scope(get_engine(database_url)) as session:
-        trajs = session.scalars(select(Trajectory).where(Trajectory.id.in_(ids))
-                                .options(selectinload(Trajectory.turns))).all()
+        trajs = session.scalars(
+            select(Trajectory).where(Trajectory.id.in_(ids)).options(selectinload(Trajectory.turns))
+        ).all()
         failures = [render_turns(sorted(t.turns, key=lambda x: x.index)) for t in trajs]
     chat = chat_for(cfg)
     _, child, info = LlmEditor(chat).propose(parent, target, failures, round, name)

@@ -47,33 +47,57 @@ def training_config(cfg: PipelineConfig, pool_version: str | None) -> TrainConfi
     return TrainConfig.model_validate({**cfg.train.model_dump(), **update})
 
 
-def evaluation_configs(cfg: PipelineConfig, train_cfg: TrainConfig, train_run_id: str,
-                       trained_checkpoint: str) -> dict[str, EvalConfig]:
+def evaluation_configs(
+    cfg: PipelineConfig, train_cfg: TrainConfig, train_run_id: str, trained_checkpoint: str
+) -> dict[str, EvalConfig]:
     """label -> evaluation: before (start weights, H0), after (H0), rank1 (after), rank1-before (start weights,
     first re-anchor's profiles), outside harnesses (after).
 
     Every evaluation uses the training phase's sampling and environment, so the numbers are
     comparable with what the policy saw while it learned."""
     ev = cfg.evaluate
-    common = {"split": ev.split, "k": ev.k, "seeds": ev.seeds, "limit": ev.limit, "every": ev.every,
-              "group_concurrency": ev.group_concurrency, "sampling": train_cfg.sampling.model_dump(),
-              "env": train_cfg.env.model_dump(), "results_dir": train_cfg.results_dir, "wandb": train_cfg.wandb}
+    common = {
+        "split": ev.split,
+        "k": ev.k,
+        "seeds": ev.seeds,
+        "limit": ev.limit,
+        "every": ev.every,
+        "group_concurrency": ev.group_concurrency,
+        "sampling": train_cfg.sampling.model_dump(),
+        "env": train_cfg.env.model_dump(),
+        "results_dir": train_cfg.results_dir,
+        "wandb": train_cfg.wandb,
+    }
 
     def one(label: str, checkpoint: str, **extra) -> EvalConfig:
-        return EvalConfig.model_validate({**common, "name": f"{cfg.name}-{label}", "checkpoint": checkpoint,
-                                          "policy": PolicyConfig(model=checkpoint, device=_device(train_cfg)).model_dump(),
-                                          "harness": train_cfg.harness, **extra})
+        return EvalConfig.model_validate(
+            {
+                **common,
+                "name": f"{cfg.name}-{label}",
+                "checkpoint": checkpoint,
+                "policy": PolicyConfig(model=checkpoint, device=_device(train_cfg)).model_dump(),
+                "harness": train_cfg.harness,
+                **extra,
+            }
+        )
 
     out: dict[str, EvalConfig] = {}
     if ev.before:
         out["before"] = one("before", init_checkpoint(train_cfg))
     out["after"] = one("after", trained_checkpoint)
     if ev.rank1 and train_cfg.pool:
-        out["rank1"] = one("rank1", trained_checkpoint, routing="rank1", pool=list(train_cfg.pool),
-                           profiles_run=train_run_id)
+        out["rank1"] = one(
+            "rank1", trained_checkpoint, routing="rank1", pool=list(train_cfg.pool), profiles_run=train_run_id
+        )
     if ev.rank1_before and train_cfg.pool:
-        out["rank1-before"] = one("rank1-before", init_checkpoint(train_cfg), routing="rank1",
-                                  pool=list(train_cfg.pool), profiles_run=train_run_id, profiles_version=0)
+        out["rank1-before"] = one(
+            "rank1-before",
+            init_checkpoint(train_cfg),
+            routing="rank1",
+            pool=list(train_cfg.pool),
+            profiles_run=train_run_id,
+            profiles_version=0,
+        )
     for harness in ev.outside:
         out[f"outside-{_label(harness)}"] = one(f"outside-{_label(harness)}", trained_checkpoint, harness=harness)
     return out
@@ -88,27 +112,62 @@ def _label(harness: str) -> str:
 
 
 @task(name="pipeline-results")
-def record_results(cfg: PipelineConfig, pool_version: str | None, train_run_id: str, checkpoint: str,
-                   evaluations: dict[str, dict], database_url: str | None, prefect_flow_run_id: str | None) -> dict:
+def record_results(
+    cfg: PipelineConfig,
+    pool_version: str | None,
+    train_run_id: str,
+    checkpoint: str,
+    evaluations: dict[str, dict],
+    database_url: str | None,
+    prefect_flow_run_id: str | None,
+) -> dict:
     """One results document: each evaluation's Pass@k / Avg@k and the training signals; stored
     as the pipeline's run row (kind 'pipeline') so `hs report` and SQL can find it."""
     with session_scope(get_engine(database_url)) as session:
         training = summarise_training(*store.training_history(session, train_run_id))
         results = {
-            "pool_version": pool_version, "train_run_id": train_run_id, "checkpoint": checkpoint,
-            "k": cfg.evaluate.k, "seeds": cfg.evaluate.seeds,
-            "evaluations": {label: {"run_id": e["run_id"], "harness": e.get("harness"), "pass": e["overall"]["pass"],
-                                    "avg": e["overall"]["avg"], "n_tasks": e["overall"]["n_tasks"]}
-                            for label, e in evaluations.items()},
-            "training": {key: training[key] for key in ("updates", "valid_group_ratio", "effective_token_ratio",
-                                                        "rescues_triggered", "rescue_success", "rollouts_spent",
-                                                        "h0_validation")},
+            "pool_version": pool_version,
+            "train_run_id": train_run_id,
+            "checkpoint": checkpoint,
+            "k": cfg.evaluate.k,
+            "seeds": cfg.evaluate.seeds,
+            "evaluations": {
+                label: {
+                    "run_id": e["run_id"],
+                    "harness": e.get("harness"),
+                    "pass": e["overall"]["pass"],
+                    "avg": e["overall"]["avg"],
+                    "n_tasks": e["overall"]["n_tasks"],
+                }
+                for label, e in evaluations.items()
+            },
+            "training": {
+                key: training[key]
+                for key in (
+                    "updates",
+                    "valid_group_ratio",
+                    "effective_token_ratio",
+                    "rescues_triggered",
+                    "rescue_success",
+                    "rollouts_spent",
+                    "h0_validation",
+                )
+            },
         }
         results["training"]["h0_validation"] = {str(k): v for k, v in results["training"]["h0_validation"].items()}
-        store.upsert_run(session, id=pipeline_run_id(cfg), kind="pipeline", name=cfg.name,
-                         config=cfg.model_dump(mode="json"), status="completed",
-                         prefect_flow_run_id=prefect_flow_run_id, results=results)
-    figures = {f"pipeline/{label}/{m}": e[m]["mean"] for label, e in results["evaluations"].items() for m in ("pass", "avg")}
+        store.upsert_run(
+            session,
+            id=pipeline_run_id(cfg),
+            kind="pipeline",
+            name=cfg.name,
+            config=cfg.model_dump(mode="json"),
+            status="completed",
+            prefect_flow_run_id=prefect_flow_run_id,
+            results=results,
+        )
+    figures = {
+        f"pipeline/{label}/{m}": e[m]["mean"] for label, e in results["evaluations"].items() for m in ("pass", "avg")
+    }
     figures.update({f"pipeline/train/{k}": v for k, v in results["training"].items() if isinstance(v, (int, float))})
     tracking.log_summary(pipeline_run_id(cfg), cfg.wandb, cfg.model_dump(mode="json"), figures)
     return results

@@ -23,6 +23,7 @@ from db.ids import stable_id
 from db.models import Pool, Run
 from harness_pool.pool_store import load_pool
 from tasks.evolution import diagnosis_task_ids, policy_config
+from tasks.records import record_bench_tasks
 from tasks.resources import bench_task, bench_tasks, get_engine
 
 
@@ -48,30 +49,49 @@ def register_pool_report(cfg: PoolReportConfig, database_url: str | None, prefec
         excluded = set(cfg.exclude_task_ids) | set(_evolution_tasks(session, manifest.created_by))
         candidates = [t.id for t in bench_tasks(cfg.env, "train", tiers=cfg.tiers) if t.id not in excluded]
         task_ids = sorted(random.Random(cfg.seed).sample(candidates, min(cfg.n_tasks, len(candidates))))
-        store.upsert_run(session, id=run_id, kind="pool_report", name=cfg.name, status="running",
-                         config={**cfg.model_dump(mode="json"), "policy_model": policy_config(cfg).model,
-                                 "pool_id": manifest.pool_id}, prefect_flow_run_id=prefect_flow_run_id)
+        store.upsert_run(
+            session,
+            id=run_id,
+            kind="pool_report",
+            name=cfg.name,
+            status="running",
+            config={
+                **cfg.model_dump(mode="json"),
+                "policy_model": policy_config(cfg).model,
+                "pool_id": manifest.pool_id,
+            },
+            prefect_flow_run_id=prefect_flow_run_id,
+        )
         the_tasks = [bench_task(cfg.env, i) for i in task_ids]
-        store.upsert_bench_tasks(session, [
-            {"id": t.id, "benchmark": t.benchmark, "split": t.split, "index": t.index, "task_type": t.task_type,
-             "tier": t.tier, "description": t.description, "record": t.record} for t in the_tasks])
-    return {"run_id": run_id, "task_ids": task_ids, "base": base.model_dump(mode="json"),
-            "siblings": [s.model_dump(mode="json") for s in siblings], "excluded": len(excluded)}
+        record_bench_tasks(session, the_tasks)
+    return {
+        "run_id": run_id,
+        "task_ids": task_ids,
+        "base": base.model_dump(mode="json"),
+        "siblings": [s.model_dump(mode="json") for s in siblings],
+        "excluded": len(excluded),
+    }
 
 
 @task(name="summarise-pool")
-def summarise_pool(cfg: PoolReportConfig, run_id: str, h0_run: dict, sibling_runs: list[dict],
-                   database_url: str | None) -> dict:
+def summarise_pool(
+    cfg: PoolReportConfig, run_id: str, h0_run: dict, sibling_runs: list[dict], database_url: str | None
+) -> dict:
     h0 = {t: r["successes"] for t, r in h0_run["tasks"].items()}
     siblings = {r["name"]: {t: x["successes"] for t, x in r["tasks"].items()} for r in sibling_runs}
-    report = {"version": cfg.version, "run_id": run_id, "policy": policy_config(cfg).model,
-              **pool_report(h0, siblings, cfg.k)}
+    report = {
+        "version": cfg.version,
+        "run_id": run_id,
+        "policy": policy_config(cfg).model,
+        **pool_report(h0, siblings, cfg.k),
+    }
     out = Path(cfg.report_dir) / f"pool-{cfg.env.benchmark}-{cfg.version}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     with session_scope(get_engine(database_url)) as session:
-        pool = session.scalars(select(Pool).where(Pool.benchmark == cfg.env.benchmark,
-                                                  Pool.version == cfg.version)).first()
+        pool = session.scalars(
+            select(Pool).where(Pool.benchmark == cfg.env.benchmark, Pool.version == cfg.version)
+        ).first()
         if pool is not None:  # the pool row keeps its latest report
             pool.members = [{**m, "report": report["locality"].get(m["name"])} for m in pool.members]
         store.finish_run(session, run_id, "completed")

@@ -18,48 +18,127 @@ from db.models import RolloutGroup, Trajectory, Turn
 from rl.rollout import RolloutResult
 
 
+def record_harnesses(session: Session, harnesses) -> None:
+    """The harness rows a run refers to (HarnessSpec objects), upserted."""
+    for h in harnesses:
+        store.upsert_harness(
+            session,
+            id=h.id,
+            name=h.name,
+            benchmark=h.benchmark,
+            parent_ids=h.parent_ids,
+            spec=h.model_dump(mode="json"),
+        )
+
+
+def record_bench_tasks(session: Session, bench_tasks) -> None:
+    """The benchmark task rows a run refers to (BenchTask objects), upserted."""
+    fields = ("id", "benchmark", "split", "index", "task_type", "tier", "description", "record")
+    store.upsert_bench_tasks(session, [{name: getattr(t, name) for name in fields} for t in bench_tasks])
+
+
 def group_id(run_id: str, step: int, bench_task_id: str, harness_id: str | None, seed: int, role: str) -> str:
     return stable_id("group", run_id, step, bench_task_id, harness_id or "mixed", seed, role)
 
 
-def build_group(*, run_id: str, step: int, bench_task_id: str, harness_id: str | None, seed: int, role: str,
-                checkpoint: str, results: list[RolloutResult]) -> RolloutGroup:
+def build_group(
+    *,
+    run_id: str,
+    step: int,
+    bench_task_id: str,
+    harness_id: str | None,
+    seed: int,
+    role: str,
+    checkpoint: str,
+    results: list[RolloutResult],
+) -> RolloutGroup:
     gid = group_id(run_id, step, bench_task_id, harness_id, seed, role)
-    group = RolloutGroup(id=gid, run_id=run_id, step=step, bench_task_id=bench_task_id, harness_id=harness_id,
-                         seed=seed, k=len(results), role=role, checkpoint=checkpoint,
-                         n_success=sum(r.verdict.success for r in results))
+    group = RolloutGroup(
+        id=gid,
+        run_id=run_id,
+        step=step,
+        bench_task_id=bench_task_id,
+        harness_id=harness_id,
+        seed=seed,
+        k=len(results),
+        role=role,
+        checkpoint=checkpoint,
+        n_success=sum(r.verdict.success for r in results),
+    )
     for r in results:
         tid = stable_id("traj", run_id, step, bench_task_id, r.harness_id, seed, role, r.sample_index)
         traj = Trajectory(
-            id=tid, run_id=run_id, bench_task_id=bench_task_id, harness_id=r.harness_id,
-            sample_index=r.sample_index, checkpoint=checkpoint, reward=r.verdict.reward,
-            success=r.verdict.success, failure_kind=r.failure_kind, finish_reason=r.end_reason,
-            answer=r.answer, n_turns=len(r.turns), n_policy_tokens=r.n_policy_tokens,
-            behaviour_tags=r.behaviour_tags, seconds_total=r.seconds_total,
-            seconds_generate=r.seconds_generate, seconds_env=r.seconds_env,
-            details=_jsonable(r.verdict.details))
+            id=tid,
+            run_id=run_id,
+            bench_task_id=bench_task_id,
+            harness_id=r.harness_id,
+            sample_index=r.sample_index,
+            checkpoint=checkpoint,
+            reward=r.verdict.reward,
+            success=r.verdict.success,
+            failure_kind=r.failure_kind,
+            finish_reason=r.end_reason,
+            answer=r.answer,
+            n_turns=len(r.turns),
+            n_policy_tokens=r.n_policy_tokens,
+            behaviour_tags=r.behaviour_tags,
+            seconds_total=r.seconds_total,
+            seconds_generate=r.seconds_generate,
+            seconds_env=r.seconds_env,
+            details=_jsonable(r.verdict.details),
+        )
         traj.turns = [
-            Turn(id=stable_id(tid, t.index), index=t.index, context_text=t.context_text,
-                 context_ids=t.context_ids, completion_text=t.completion_text, completion_ids=t.completion_ids,
-                 completion_logprobs=t.completion_logprobs, loss_mask=t.loss_mask, action_kind=t.action_kind,
-                 action=_jsonable(t.action), observation=t.observation, hook_events=t.hook_events,
-                 seconds_generate=t.seconds_generate, seconds_env=t.seconds_env)
-            for t in r.turns]
+            Turn(
+                id=stable_id(tid, t.index),
+                index=t.index,
+                context_text=t.context_text,
+                context_ids=t.context_ids,
+                completion_text=t.completion_text,
+                completion_ids=t.completion_ids,
+                completion_logprobs=t.completion_logprobs,
+                loss_mask=t.loss_mask,
+                action_kind=t.action_kind,
+                action=_jsonable(t.action),
+                observation=t.observation,
+                hook_events=t.hook_events,
+                seconds_generate=t.seconds_generate,
+                seconds_env=t.seconds_env,
+            )
+            for t in r.turns
+        ]
         group.trajectories.append(traj)
     return group
 
 
-def group_record(*, run_id: str, step: int, bench_task_id: str, harness_id: str | None, seed: int, role: str,
-                 checkpoint: str, results: list[RolloutResult]) -> dict:
+def group_record(
+    *,
+    run_id: str,
+    step: int,
+    bench_task_id: str,
+    harness_id: str | None,
+    seed: int,
+    role: str,
+    checkpoint: str,
+    results: list[RolloutResult],
+) -> dict:
     """What `build_group` needs to write this group again (a task returns it with its summary)."""
-    return {"run_id": run_id, "step": step, "bench_task_id": bench_task_id, "harness_id": harness_id,
-            "seed": seed, "role": role, "checkpoint": checkpoint, "results": results}
+    return {
+        "run_id": run_id,
+        "step": step,
+        "bench_task_id": bench_task_id,
+        "harness_id": harness_id,
+        "seed": seed,
+        "role": role,
+        "checkpoint": checkpoint,
+        "results": results,
+    }
 
 
 def ensure_group(session: Session, record: dict) -> bool:
     """Write the group of `record` unless the database already holds it whole; True if it wrote."""
-    gid = group_id(record["run_id"], record["step"], record["bench_task_id"], record["harness_id"],
-                   record["seed"], record["role"])
+    gid = group_id(
+        record["run_id"], record["step"], record["bench_task_id"], record["harness_id"], record["seed"], record["role"]
+    )
     held = session.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.group_id == gid))
     if session.get(RolloutGroup, gid) is not None and held == len(record["results"]):
         return False

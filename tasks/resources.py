@@ -37,8 +37,9 @@ def get_policy(cfg: PolicyConfig) -> Policy:
                 # group still running keeps its own reference to the policy it started with
                 _drop_local_policies()
                 # Concurrent rollout groups (Prefect worker threads) share batched generate calls.
-                _POLICIES[key] = BatchingPolicy(TransformersPolicy(model=cfg.model, device=cfg.device, dtype=cfg.dtype,
-                                                                     engine=cfg.engine))
+                _POLICIES[key] = BatchingPolicy(
+                    TransformersPolicy(model=cfg.model, device=cfg.device, dtype=cfg.dtype, engine=cfg.engine)
+                )
         return _POLICIES[key]
 
 
@@ -85,8 +86,9 @@ def _split(split: str, data_dir: str | None) -> tuple[BenchTask, ...]:
     return tuple(load_split(split, data_dir=data_dir))
 
 
-def bench_tasks(env: EnvConfig, split: str, limit: int | None = None, tiers: list[str] | None = None,
-                every: int = 1) -> list[BenchTask]:
+def bench_tasks(
+    env: EnvConfig, split: str, limit: int | None = None, tiers: list[str] | None = None, every: int = 1
+) -> list[BenchTask]:
     tasks = [t for t in _split(split, env.data_dir) if not tiers or t.tier in tiers][::every]
     return tasks[:limit] if limit else tasks
 

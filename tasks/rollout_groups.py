@@ -49,10 +49,17 @@ class Group:
 
     def summary(self, trained: bool) -> dict:
         """What the step's record (train_steps.details, the journal) keeps of the group."""
-        return {"group_id": self.group_id, "bench_task_id": self.bench_task_id, "role": self.plan.role,
-                "harness_ids": [r.harness_id for r in self.results], "successes": self.successes,
-                "rewards": self.rewards, "policy_tokens": [r.n_policy_tokens for r in self.results],
-                "votes": self.plan.votes, "trained": trained}
+        return {
+            "group_id": self.group_id,
+            "bench_task_id": self.bench_task_id,
+            "role": self.plan.role,
+            "harness_ids": [r.harness_id for r in self.results],
+            "successes": self.successes,
+            "rewards": self.rewards,
+            "policy_tokens": [r.n_policy_tokens for r in self.results],
+            "votes": self.plan.votes,
+            "trained": trained,
+        }
 
 
 class Sampled:
@@ -84,16 +91,26 @@ class StepGroups:
         return [g.summary(id(g) in trained) for g in [*self.first.groups, *self.rescue.groups]]
 
 
-def _sample(cfg: TrainConfig, run_id: str, plans: list[PlannedGroup], step: int, phase: int,
-            router_version: int | None = None) -> Sampled:
+def _sample(
+    cfg: TrainConfig, run_id: str, plans: list[PlannedGroup], step: int, phase: int, router_version: int | None = None
+) -> Sampled:
     """All planned groups' rollouts in one batch."""
     started = time.perf_counter()
     specs = [spec for plan in plans for spec in plan.specs]
-    results = run_rollouts(get_handle(cfg, run_id).policy, specs, env_factory(cfg.env), step_sampling(cfg, step, phase),
-                           cfg.env.max_rounds) if specs else []
+    results = (
+        run_rollouts(
+            get_handle(cfg, run_id).policy,
+            specs,
+            env_factory(cfg.env),
+            step_sampling(cfg, step, phase),
+            cfg.env.max_rounds,
+        )
+        if specs
+        else []
+    )
     groups, at = [], 0
     for plan in plans:
-        groups.append(Group(plan, results[at:at + len(plan.specs)]))
+        groups.append(Group(plan, results[at : at + len(plan.specs)]))
         at += len(plan.specs)
     return Sampled(groups, time.perf_counter() - started, router_version)
 
@@ -112,8 +129,9 @@ def dead_groups(sampled: Sampled) -> list[Group]:
 
 
 @task(name="rescue-groups", task_run_name="rescue-step{step}", cache_policy=NO_CACHE)
-def sample_rescue_groups(cfg: TrainConfig, run_id: str, step: int, dead: list[Group],
-                         database_url: str | None) -> Sampled:
+def sample_rescue_groups(
+    cfg: TrainConfig, run_id: str, step: int, dead: list[Group], database_url: str | None
+) -> Sampled:
     """A replacement group per dead group, by mode: harness_s, the router's top K siblings, one
     rollout each; h0_rescue, K fresh rollouts under H0; grpo and fixed_mixture, none."""
     h0, pool, _ = harness_sets(cfg)
@@ -126,18 +144,33 @@ def sample_rescue_groups(cfg: TrainConfig, run_id: str, step: int, dead: list[Gr
 
 
 @task(name="record-groups", task_run_name="groups-step{step}", cache_policy=NO_CACHE)
-def record_groups(cfg: TrainConfig, run_id: str, step: int, first: Sampled, rescue: Sampled,
-                  database_url: str | None) -> StepGroups:
+def record_groups(
+    cfg: TrainConfig, run_id: str, step: int, first: Sampled, rescue: Sampled, database_url: str | None
+) -> StepGroups:
     """Every group (dead ones too) and the router's decisions to the database, replacing what a
     cut-short earlier attempt at this step left."""
     label = f"{run_id}@{step}"
     with session_scope(get_engine(database_url)) as session:
         store.delete_step_groups(session, run_id, step, TRAIN_ROLES)  # a redone step leaves no stale rescue group
         for g in [*first.groups, *rescue.groups]:
-            row = build_group(run_id=run_id, step=step, bench_task_id=g.bench_task_id, harness_id=g.plan.harness_id,
-                              seed=cfg.seed, role=g.plan.role, checkpoint=label, results=g.results)
+            row = build_group(
+                run_id=run_id,
+                step=step,
+                bench_task_id=g.bench_task_id,
+                harness_id=g.plan.harness_id,
+                seed=cfg.seed,
+                role=g.plan.role,
+                checkpoint=label,
+                results=g.results,
+            )
             store.replace_group(session, row)
             g.group_id = row.id
-        record_decisions(session, run_id, step, cfg.router.kind, rescue.router_version,
-                         [g.plan for g in rescue.groups if g.plan.role == "rescue"])
+        record_decisions(
+            session,
+            run_id,
+            step,
+            cfg.router.kind,
+            rescue.router_version,
+            [g.plan for g in rescue.groups if g.plan.role == "rescue"],
+        )
     return StepGroups(first, rescue)

@@ -31,9 +31,17 @@ def paired_records(results, tasks_by_id: dict) -> list[PairedRecord]:
     out = []
     for (harness_id, task_id), rs in sorted(grouped.items()):
         t = tasks_by_id[task_id]
-        out.append(PairedRecord(bench_task_id=task_id, task_type=t.task_type, tier=t.tier, text=t.instruction,
-                                harness_id=harness_id, successes=[r.verdict.success for r in rs],
-                                behaviour_tags=[list(r.behaviour_tags) for r in rs]))
+        out.append(
+            PairedRecord(
+                bench_task_id=task_id,
+                task_type=t.task_type,
+                tier=t.tier,
+                text=t.instruction,
+                harness_id=harness_id,
+                successes=[r.verdict.success for r in rs],
+                behaviour_tags=[list(r.behaviour_tags) for r in rs],
+            )
+        )
     return out
 
 
@@ -41,8 +49,15 @@ def _chats(cfg: TrainConfig):
     return [(v, make_chat(v.kind, v.model, v.base_url, v.api_key_env, 0.0, 800)) for v in cfg.router.llm_voters]
 
 
-def store_profiles(session, cfg: TrainConfig, run_id: str, step: int, h0: HarnessSpec, pool: list[HarnessSpec],
-                   records: list[PairedRecord]) -> dict[str, dict]:
+def store_profiles(
+    session,
+    cfg: TrainConfig,
+    run_id: str,
+    step: int,
+    h0: HarnessSpec,
+    pool: list[HarnessSpec],
+    records: list[PairedRecord],
+) -> dict[str, dict]:
     """Induce and store every sibling's profile at this re-anchor; returns entry counts by name."""
     chat = _chats(cfg)[0][1] if cfg.router.inducer == "llm" and cfg.router.llm_voters else None
     summary = {}
@@ -50,23 +65,40 @@ def store_profiles(session, cfg: TrainConfig, run_id: str, step: int, h0: Harnes
         if sib.id == h0.id:
             continue
         profile = induce_llm(chat, sib, records, h0.id) if chat else induce_offline(sib, records, h0.id)
-        session.merge(ProfileVersion(id=stable_id("profile", run_id, sib.id, step), run_id=run_id,
-                                     harness_id=sib.id, version=step, inducer=profile.inducer,
-                                     success_rate=profile.success_rate, profile=profile.model_dump(mode="json")))
-        summary[sib.name] = {"prefer": len(profile.prefer), "avoid": len(profile.avoid),
-                             "success": profile.success_rate}
+        session.merge(
+            ProfileVersion(
+                id=stable_id("profile", run_id, sib.id, step),
+                run_id=run_id,
+                harness_id=sib.id,
+                version=step,
+                inducer=profile.inducer,
+                success_rate=profile.success_rate,
+                profile=profile.model_dump(mode="json"),
+            )
+        )
+        summary[sib.name] = {
+            "prefer": len(profile.prefer),
+            "avoid": len(profile.avoid),
+            "success": profile.success_rate,
+        }
     return summary
 
 
 def load_profiles(session, run_id: str, step: int, first_only: bool) -> tuple[int | None, dict[str, BehaviourProfile]]:
     """(version, {harness id: profile}): the newest version at or before `step`, or the first one."""
-    versions = sorted(set(session.scalars(select(ProfileVersion.version).where(
-        ProfileVersion.run_id == run_id, ProfileVersion.version <= step)).all()))
+    versions = sorted(
+        set(
+            session.scalars(
+                select(ProfileVersion.version).where(ProfileVersion.run_id == run_id, ProfileVersion.version <= step)
+            ).all()
+        )
+    )
     if not versions:
         return None, {}
     version = versions[0] if first_only else versions[-1]
-    rows = session.scalars(select(ProfileVersion).where(ProfileVersion.run_id == run_id,
-                                                        ProfileVersion.version == version)).all()
+    rows = session.scalars(
+        select(ProfileVersion).where(ProfileVersion.run_id == run_id, ProfileVersion.version == version)
+    ).all()
     return version, {r.harness_id: BehaviourProfile.model_validate(r.profile) for r in rows}
 
 
@@ -89,8 +121,17 @@ def build_router(cfg: TrainConfig, session, run_id: str, step: int):
 def record_decisions(session, run_id: str, step: int, router_name: str, version: int | None, rescues) -> None:
     """One RouterDecision per rescue group (PlannedGroup with the router's votes)."""
     for g in rescues:
-        session.merge(RouterDecision(
-            id=stable_id("decision", run_id, step, g.bench_task.id, "rescue"), run_id=run_id, step=step,
-            bench_task_id=g.bench_task.id, purpose="rescue", router=router_name, profile_version=version,
-            ranking=list(g.ranking), chosen=[s.harness.id for s in g.specs],
-            votes={"voters": dict(g.votes), "errors": dict(g.errors)}))
+        session.merge(
+            RouterDecision(
+                id=stable_id("decision", run_id, step, g.bench_task.id, "rescue"),
+                run_id=run_id,
+                step=step,
+                bench_task_id=g.bench_task.id,
+                purpose="rescue",
+                router=router_name,
+                profile_version=version,
+                ranking=list(g.ranking),
+                chosen=[s.harness.id for s in g.specs],
+                votes={"voters": dict(g.votes), "errors": dict(g.errors)},
+            )
+        )

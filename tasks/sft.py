@@ -42,14 +42,23 @@ def make_demonstrations(cfg: SftConfig, out_dir: str) -> dict:
     tasks = load_split("train", data_dir=cfg.env.data_dir, tiers=tuple(cfg.tiers) if cfg.tiers else None)
     tasks = tasks[: cfg.n_tasks] if cfg.n_tasks else tasks
     policy = get_policy(PolicyConfig(model=cfg.base_model, device="cpu"))
-    examples, results = build_demonstrations(getattr(policy, "inner", policy), tasks, load_harness(cfg.harness),
-                                             env_factory(cfg.env), seed=cfg.seed, inspect_prob=cfg.inspect_prob,
-                                             max_rounds=cfg.env.max_rounds)
+    examples, results = build_demonstrations(
+        getattr(policy, "inner", policy),
+        tasks,
+        load_harness(cfg.harness),
+        env_factory(cfg.env),
+        seed=cfg.seed,
+        inspect_prob=cfg.inspect_prob,
+        max_rounds=cfg.env.max_rounds,
+    )
     path = Path(out_dir) / "demonstrations.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as fh:
         for e in examples:
-            fh.write(json.dumps({"bench_task_id": e.bench_task_id, "input_ids": e.input_ids, "loss_mask": e.loss_mask}) + "\n")
+            fh.write(
+                json.dumps({"bench_task_id": e.bench_task_id, "input_ids": e.input_ids, "loss_mask": e.loss_mask})
+                + "\n"
+            )
     failed = [r.bench_task_id for r in results if not r.verdict.success]
     drop_local_policies()  # the base model was only needed to replay the scripts
     return {"path": str(path), "n_examples": len(examples), "n_tasks": len(tasks), "failed_replays": failed}
@@ -60,8 +69,13 @@ def _load_examples(path: str) -> list[SftExample]:
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("[bold]sft"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]:.3f}"),
-                    TimeRemainingColumn())
+    return Progress(
+        TextColumn("[bold]sft"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.3f}"),
+        TimeRemainingColumn(),
+    )
 
 
 @task(name="train-sft")
@@ -89,8 +103,16 @@ def _fine_tune(cfg: SftConfig, demos_path: str, run_id: str, name: str) -> dict:
     if cfg.lora:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=2 * cfg.lora_rank, lora_dropout=0.0,
-                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=cfg.lora_rank,
+                lora_alpha=2 * cfg.lora_rank,
+                lora_dropout=0.0,
+                target_modules="all-linear",
+                task_type="CAUSAL_LM",
+            ),
+        )
     if cfg.gradient_checkpointing:
         checkpoint_activations(model)
         if cfg.lora:
@@ -106,16 +128,36 @@ def _fine_tune(cfg: SftConfig, demos_path: str, run_id: str, name: str) -> dict:
 
     with _progress() as bar:
         bar_id = bar.add_task("sft", total=cfg.steps, loss=float("nan"))
-        losses = train_sft(model, train, pad, cfg.steps, cfg.batch_size, cfg.lr, cfg.seed, on_step=on_step,
-                           dtype=resolve_dtype(cfg.dtype, cfg.device))
+        losses = train_sft(
+            model,
+            train,
+            pad,
+            cfg.steps,
+            cfg.batch_size,
+            cfg.lr,
+            cfg.seed,
+            on_step=on_step,
+            dtype=resolve_dtype(cfg.dtype, cfg.device),
+        )
     after = heldout_loss(model, held, pad) if held else None
     if cfg.gradient_checkpointing:  # the saved model samples with its cache
         checkpoint_activations(model, False)
     if cfg.lora:
         model = model.merge_and_unload()
-    meta = {"name": name, "kind": "sft", "run_id": run_id, "base_model": cfg.base_model, "parent": cfg.base_model,
-            "step": cfg.steps, "config": cfg.model_dump(mode="json"), "n_train": len(train), "n_heldout": len(held),
-            "heldout_loss_before": before, "heldout_loss_after": after, "train_losses": losses}
+    meta = {
+        "name": name,
+        "kind": "sft",
+        "run_id": run_id,
+        "base_model": cfg.base_model,
+        "parent": cfg.base_model,
+        "step": cfg.steps,
+        "config": cfg.model_dump(mode="json"),
+        "n_train": len(train),
+        "n_heldout": len(held),
+        "heldout_loss_before": before,
+        "heldout_loss_after": after,
+        "train_losses": losses,
+    }
     path = save_checkpoint(model, tokenizer, name, meta)
     return {**meta, "path": str(path.resolve())}
 
@@ -125,15 +167,34 @@ def register_checkpoint(meta: dict, database_url: str | None) -> str:
     from rl.checkpoints import checkpoint_path
 
     with session_scope(get_engine(database_url)) as session:
-        session.merge(Checkpoint(
-            id=meta["name"], run_id=meta["run_id"], kind=meta["kind"], parent_id=meta["parent"],
-            base_model=meta["base_model"], path=str(checkpoint_path(meta["name"]).resolve()), step=meta["step"],
-            provenance={k: meta[k] for k in ("config", "n_train", "n_heldout", "train_losses")},
-            metrics={"heldout_loss_before": meta["heldout_loss_before"], "heldout_loss_after": meta["heldout_loss_after"]}))
+        session.merge(
+            Checkpoint(
+                id=meta["name"],
+                run_id=meta["run_id"],
+                kind=meta["kind"],
+                parent_id=meta["parent"],
+                base_model=meta["base_model"],
+                path=str(checkpoint_path(meta["name"]).resolve()),
+                step=meta["step"],
+                provenance={k: meta[k] for k in ("config", "n_train", "n_heldout", "train_losses")},
+                metrics={
+                    "heldout_loss_before": meta["heldout_loss_before"],
+                    "heldout_loss_after": meta["heldout_loss_after"],
+                },
+            )
+        )
         store.finish_run(session, meta["run_id"], "completed")
-    tracking.log_summary(meta["run_id"], tracking.default_mode(), meta["config"], {
-        "sft/heldout_loss_before": meta["heldout_loss_before"], "sft/heldout_loss_after": meta["heldout_loss_after"],
-        "sft/steps": meta["step"]}, meta["step"])
+    tracking.log_summary(
+        meta["run_id"],
+        tracking.default_mode(),
+        meta["config"],
+        {
+            "sft/heldout_loss_before": meta["heldout_loss_before"],
+            "sft/heldout_loss_after": meta["heldout_loss_after"],
+            "sft/steps": meta["step"],
+        },
+        meta["step"],
+    )
     return meta["name"]
 
 
@@ -141,8 +202,15 @@ def register_checkpoint(meta: dict, database_url: str | None) -> str:
 def register_sft_run(cfg: SftConfig, database_url: str | None, prefect_flow_run_id: str | None) -> str:
     run_id = sft_run_id(cfg)
     with session_scope(get_engine(database_url)) as session:
-        store.upsert_run(session, id=run_id, kind="sft", name=cfg.name, config=cfg.model_dump(mode="json"),
-                         status="running", prefect_flow_run_id=prefect_flow_run_id)
+        store.upsert_run(
+            session,
+            id=run_id,
+            kind="sft",
+            name=cfg.name,
+            config=cfg.model_dump(mode="json"),
+            status="running",
+            prefect_flow_run_id=prefect_flow_run_id,
+        )
     return run_id
 
 

@@ -22,9 +22,16 @@ def log_metrics(run_id: str, mode: str, config: dict, metrics: dict, step: int) 
 
         folder = Path(os.environ.get("HS_HOME", ".hs")) / "wandb"
         folder.mkdir(parents=True, exist_ok=True)
-        run = wandb.init(project=os.environ.get("WANDB_PROJECT", "harness-s"), id=run_id, name=run_id,
-                         resume="allow", mode=mode, dir=str(folder), config=config,
-                         settings=wandb.Settings(silent=True, console="off"))
+        run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "harness-s"),
+            id=run_id,
+            name=run_id,
+            resume="allow",
+            mode=mode,
+            dir=str(folder),
+            config=config,
+            settings=wandb.Settings(silent=True, console="off"),
+        )
         _RUNS[run_id] = run
     run.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=step)
 

@@ -49,7 +49,7 @@ from rl.signals import GroupOutcome, step_signals
 from rl.train_batch import sequences_from_turns
 from rl.trainer import TorchTrainer, TrainerSettings
 from tasks import tracking
-from tasks.records import build_group
+from tasks.records import build_group, record_bench_tasks, record_harnesses
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine
 from tasks.routing import paired_records, store_profiles
 from tasks.sft import checkpoint_name
@@ -93,7 +93,7 @@ def task_sets(cfg: TrainConfig) -> tuple[list, list]:
     if cfg.validation.split == "train":
         if len(train) <= cfg.validation.n_tasks:
             raise TrainingError(f"only {len(train)} training tasks: lower validation.n_tasks or add tiers")
-        val, train = train[-cfg.validation.n_tasks:], train[:-cfg.validation.n_tasks]
+        val, train = train[-cfg.validation.n_tasks :], train[: -cfg.validation.n_tasks]
     else:
         val = bench_tasks(cfg.env, cfg.validation.split, limit=cfg.validation.n_tasks)
     return (train[: cfg.n_tasks] if cfg.n_tasks else train), val
@@ -115,8 +115,11 @@ def batch_for_step(task_ids: list[str], seed: int, batch: int, step: int) -> lis
 
 def harness_sets(cfg: TrainConfig) -> tuple[HarnessSpec, list[HarnessSpec], list[HarnessSpec]]:
     bench = cfg.env.benchmark
-    return (load_harness(cfg.harness, bench), resolve_pool(cfg.pool, bench),
-            [load_harness(n, bench) for n in cfg.mixture])
+    return (
+        load_harness(cfg.harness, bench),
+        resolve_pool(cfg.pool, bench),
+        [load_harness(n, bench) for n in cfg.mixture],
+    )
 
 
 def step_seed(seed: int, step: int, phase: int) -> int:
@@ -158,7 +161,8 @@ def check_recorded_updates(cfg: TrainConfig, run_id: str, database_url: str | No
                 f"run {run_id}: its trainer state in {folder} has {done} finished updates, but {where} holds no "
                 f"rows for {len(unsaved)} of them (updates {unsaved[0]}..{unsaved[-1]}) and no saved copy is there: "
                 f"copy them from the database they were written to (hs db copy --from OLD_URL --to {where}), or "
-                f"delete {folder} to train this run again")
+                f"delete {folder} to train this run again"
+            )
         if missing and restore:
             return sum(restore_steps(session, folder).values())
     return 0
@@ -206,15 +210,27 @@ def _load_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
 
     t = cfg.trainer
     policy = TransformersPolicy(init_checkpoint(cfg), device=t.device, shared=False, engine=t.engine)
-    settings = TrainerSettings(lr=t.lr, weight_decay=t.weight_decay, grad_clip=t.grad_clip, micro_batch=t.micro_batch,
-                               logprob_chunk=t.logprob_chunk, temperature=cfg.sampling.temperature or 1.0,
-                               gradient_checkpointing=t.gradient_checkpointing, lora=t.lora, lora_rank=t.lora_rank,
-                               dtype=resolve_dtype(t.dtype, t.device))
+    settings = TrainerSettings(
+        lr=t.lr,
+        weight_decay=t.weight_decay,
+        grad_clip=t.grad_clip,
+        micro_batch=t.micro_batch,
+        logprob_chunk=t.logprob_chunk,
+        temperature=cfg.sampling.temperature or 1.0,
+        gradient_checkpointing=t.gradient_checkpointing,
+        lora=t.lora,
+        lora_rank=t.lora_rank,
+        dtype=resolve_dtype(t.dtype, t.device),
+    )
     if t.backend == "deepspeed" and launched_world()[1] > 1:
         from rl.data_parallel import DataParallelTrainer
 
-        announce = {"model": init_checkpoint(cfg), "device": t.device, "settings": asdict(settings),
-                    "zero_stage": t.zero_stage}
+        announce = {
+            "model": init_checkpoint(cfg),
+            "device": t.device,
+            "settings": asdict(settings),
+            "zero_stage": t.zero_stage,
+        }
         trainer = DataParallelTrainer(policy.model, settings, policy.pad_id, zero_stage=t.zero_stage, announce=announce)
     elif t.backend == "deepspeed":
         from rl.deepspeed_trainer import DeepSpeedTrainer
@@ -246,15 +262,17 @@ def register_train_run(cfg: TrainConfig, database_url: str | None, prefect_flow_
     train, val = task_sets(cfg)
     run_id = train_run_id(cfg)
     with session_scope(get_engine(database_url)) as session:
-        store.upsert_run(session, id=run_id, kind="train", name=cfg.name, status="running",
-                         config={**cfg.model_dump(mode="json"), "init_checkpoint": init_checkpoint(cfg)},
-                         prefect_flow_run_id=prefect_flow_run_id)
-        for h in {h.id: h for h in [h0, *pool, *mixture]}.values():
-            store.upsert_harness(session, id=h.id, name=h.name, benchmark=h.benchmark, parent_ids=h.parent_ids,
-                                 spec=h.model_dump(mode="json"))
-        store.upsert_bench_tasks(session, [
-            {"id": t.id, "benchmark": t.benchmark, "split": t.split, "index": t.index, "task_type": t.task_type,
-             "tier": t.tier, "description": t.description, "record": t.record} for t in [*train, *val]])
+        store.upsert_run(
+            session,
+            id=run_id,
+            kind="train",
+            name=cfg.name,
+            status="running",
+            config={**cfg.model_dump(mode="json"), "init_checkpoint": init_checkpoint(cfg)},
+            prefect_flow_run_id=prefect_flow_run_id,
+        )
+        record_harnesses(session, {h.id: h for h in [h0, *pool, *mixture]}.values())
+        record_bench_tasks(session, [*train, *val])
     return {"run_id": run_id, "train_task_ids": [t.id for t in train], "val_task_ids": [t.id for t in val]}
 
 
@@ -285,34 +303,73 @@ def update_policy(cfg: TrainConfig, run_id: str, step: int, trained: list) -> di
     stats = handle.trainer.update(seqs)
     synced = time.perf_counter()
     handle.refresh()  # the next rollouts sample from the new weights
-    _logger().info("update %d: loss %.4f, mismatch weight mean %.3f, %.1f%% at the cap 2, %.1f%% below 0.5 "
-                   "(%d tokens)", step, stats["loss"], stats["mismatch_mean"], 100 * stats["mismatch_at_cap"],
-                   100 * stats["mismatch_below_half"], stats["mismatch_tokens"])
-    return {**stats, "seconds_scoring": scoring, "seconds_refresh": time.perf_counter() - synced, "sequences": len(seqs)}
+    _logger().info(
+        "update %d: loss %.4f, mismatch weight mean %.3f, %.1f%% at the cap 2, %.1f%% below 0.5 (%d tokens)",
+        step,
+        stats["loss"],
+        stats["mismatch_mean"],
+        100 * stats["mismatch_at_cap"],
+        100 * stats["mismatch_below_half"],
+        stats["mismatch_tokens"],
+    )
+    return {
+        **stats,
+        "seconds_scoring": scoring,
+        "seconds_refresh": time.perf_counter() - synced,
+        "sequences": len(seqs),
+    }
 
 
 @task(name="record-step", task_run_name="signals-step{step}", cache_policy=NO_CACHE)
-def record_step(cfg: TrainConfig, run_id: str, step: int, groups, dead: list, update: dict,
-                reanchor: dict | None, database_url: str | None) -> dict:
+def record_step(
+    cfg: TrainConfig,
+    run_id: str,
+    step: int,
+    groups,
+    dead: list,
+    update: dict,
+    reanchor: dict | None,
+    database_url: str | None,
+) -> dict:
     """The step's signals to the database (one row, replaced on re-run) and to W&B. `groups` is
     the step's StepGroups (tasks/rollout_groups.py), `dead` its dead first groups."""
-    outcomes = [GroupOutcome(g.successes, g.rewards, [r.n_policy_tokens for r in g.results],
-                             rescued=g.plan.role in RESCUE_ROLES) for g in groups.trained]
+    outcomes = [
+        GroupOutcome(
+            g.successes, g.rewards, [r.n_policy_tokens for r in g.results], rescued=g.plan.role in RESCUE_ROLES
+        )
+        for g in groups.trained
+    ]
     metrics = step_signals(outcomes, rollouts_spent=groups.rollouts_spent)
-    metrics.update({
-        "train/first_group_success": _mean(s for g in groups.first.groups for s in g.successes),
-        "train/dead_groups": float(len(dead)), "train/loss": update["loss"], "train/clip_fraction": update["clip_fraction"],
-        "train/grad_norm": update["grad_norm"], "train/policy_tokens": update["policy_tokens"],
-        "train/mismatch_mean": update["mismatch_mean"], "train/mismatch_at_cap": update["mismatch_at_cap"],
-        "train/mismatch_below_half": update["mismatch_below_half"],
-        "time/rollout_s": groups.seconds, "time/scoring_s": update["seconds_scoring"],
-        "time/update_s": update["seconds_update"],
-        "time/train_tokens_per_s": update["trained_tokens"] / max(update["seconds_forward_backward"], 1e-9)})
+    metrics.update(
+        {
+            "train/first_group_success": _mean(s for g in groups.first.groups for s in g.successes),
+            "train/dead_groups": float(len(dead)),
+            "train/loss": update["loss"],
+            "train/clip_fraction": update["clip_fraction"],
+            "train/grad_norm": update["grad_norm"],
+            "train/policy_tokens": update["policy_tokens"],
+            "train/mismatch_mean": update["mismatch_mean"],
+            "train/mismatch_at_cap": update["mismatch_at_cap"],
+            "train/mismatch_below_half": update["mismatch_below_half"],
+            "time/rollout_s": groups.seconds,
+            "time/scoring_s": update["seconds_scoring"],
+            "time/update_s": update["seconds_update"],
+            "time/train_tokens_per_s": update["trained_tokens"] / max(update["seconds_forward_backward"], 1e-9),
+        }
+    )
     if reanchor:
         metrics.update({f"reanchor/{name}_success": rate for name, rate in reanchor["success"].items()})
     with session_scope(get_engine(database_url)) as session:
-        session.merge(TrainStep(id=stable_id("train-step", run_id, step), run_id=run_id, step=step, mode=cfg.mode,
-                                metrics=metrics, details={"groups": groups.summaries(), "update": update}))
+        session.merge(
+            TrainStep(
+                id=stable_id("train-step", run_id, step),
+                run_id=run_id,
+                step=step,
+                mode=cfg.mode,
+                metrics=metrics,
+                details={"groups": groups.summaries(), "update": update},
+            )
+        )
     tracking.log_metrics(run_id, cfg.wandb, cfg.model_dump(mode="json"), metrics, step)
     return metrics
 
@@ -358,23 +415,41 @@ def rl_checkpoint_name(run_id: str, updates: int) -> str:
     return f"{run_id}-u{updates}"
 
 
-def register_rl_checkpoint(cfg: TrainConfig, run_id: str, handle: TrainHandle, updates: int,
-                           database_url: str | None) -> str:
+def register_rl_checkpoint(
+    cfg: TrainConfig, run_id: str, handle: TrainHandle, updates: int, database_url: str | None
+) -> str:
     name, parent = rl_checkpoint_name(run_id, updates), init_checkpoint(cfg)
-    meta = {"name": name, "kind": "rl", "run_id": run_id, "parent": parent, "step": updates,
-            "mode": cfg.mode, "config": cfg.model_dump(mode="json")}
+    meta = {
+        "name": name,
+        "kind": "rl",
+        "run_id": run_id,
+        "parent": parent,
+        "step": updates,
+        "mode": cfg.mode,
+        "config": cfg.model_dump(mode="json"),
+    }
     save_checkpoint(handle.trainer.export_model(), handle.policy.tokenizer, name, meta)
     with session_scope(get_engine(database_url)) as session:
-        session.merge(Checkpoint(id=name, run_id=run_id, kind="rl", parent_id=parent,
-                                 base_model=parent, path=str(checkpoint_path(name).resolve()),
-                                 step=updates, provenance={"mode": cfg.mode, "config": cfg.model_dump(mode="json")},
-                                 metrics={}))
+        session.merge(
+            Checkpoint(
+                id=name,
+                run_id=run_id,
+                kind="rl",
+                parent_id=parent,
+                base_model=parent,
+                path=str(checkpoint_path(name).resolve()),
+                step=updates,
+                provenance={"mode": cfg.mode, "config": cfg.model_dump(mode="json")},
+                metrics={},
+            )
+        )
     return name
 
 
 @task(name="paired-validation", task_run_name="validate-step{step}")
-def paired_validation(cfg: TrainConfig, run_id: str, step: int, val_task_ids: list[str],
-                      database_url: str | None) -> dict:
+def paired_validation(
+    cfg: TrainConfig, run_id: str, step: int, val_task_ids: list[str], database_url: str | None
+) -> dict:
     """Frozen policy; H0 and every pool harness on the same validation tasks (k each).
 
     Stores one group per (harness, task) with role 'reanchor' and one Evaluation per harness
@@ -392,33 +467,61 @@ def paired_validation(cfg: TrainConfig, run_id: str, step: int, val_task_ids: li
     the_tasks = [bench_task(cfg.env, i) for i in val_task_ids]
     specs = [RolloutSpec(t, h, i) for h in harnesses for t in the_tasks for i in range(cfg.validation.k)]
     with torch.no_grad():
-        results = run_rollouts(handle.policy, specs, env_factory(cfg.env), step_sampling(cfg, step, 2),
-                              cfg.env.max_rounds)
+        results = run_rollouts(
+            handle.policy, specs, env_factory(cfg.env), step_sampling(cfg, step, 2), cfg.env.max_rounds
+        )
     success: dict[str, float] = {}
     with session_scope(get_engine(database_url)) as session:
         for h in harnesses:
             mine = [r for r in results if r.harness_id == h.id]
             for t in the_tasks:
-                group = build_group(run_id=run_id, step=step, bench_task_id=t.id, harness_id=h.id, seed=cfg.seed,
-                                    role="reanchor", checkpoint=f"{run_id}@{step}",
-                                    results=[r for r in mine if r.bench_task_id == t.id])
+                group = build_group(
+                    run_id=run_id,
+                    step=step,
+                    bench_task_id=t.id,
+                    harness_id=h.id,
+                    seed=cfg.seed,
+                    role="reanchor",
+                    checkpoint=f"{run_id}@{step}",
+                    results=[r for r in mine if r.bench_task_id == t.id],
+                )
                 store.replace_group(session, group)
             rate = _mean(r.verdict.success for r in mine)
             success[h.name] = rate
-            store.record_evaluation(session, Evaluation(
-                id=eval_ids[h.id], run_id=run_id, benchmark=cfg.env.benchmark, split=cfg.validation.split,
-                harness_id=h.id, routing="reanchor", k=cfg.validation.k, n_seeds=1, n_bench_tasks=len(the_tasks),
-                metrics={"step": step, "success_rate": rate,
-                         "solved": sorted({r.bench_task_id for r in mine if r.verdict.success})}))
-        profiles = store_profiles(session, cfg, run_id, step, h0, pool, paired_records(
-            results, {t.id: t for t in the_tasks}))
+            store.record_evaluation(
+                session,
+                Evaluation(
+                    id=eval_ids[h.id],
+                    run_id=run_id,
+                    benchmark=cfg.env.benchmark,
+                    split=cfg.validation.split,
+                    harness_id=h.id,
+                    routing="reanchor",
+                    k=cfg.validation.k,
+                    n_seeds=1,
+                    n_bench_tasks=len(the_tasks),
+                    metrics={
+                        "step": step,
+                        "success_rate": rate,
+                        "solved": sorted({r.bench_task_id for r in mine if r.verdict.success}),
+                    },
+                ),
+            )
+        profiles = store_profiles(
+            session, cfg, run_id, step, h0, pool, paired_records(results, {t.id: t for t in the_tasks})
+        )
     return {"step": step, "success": success, "profiles": profiles}
 
 
 @task(name="finish-train-run")
 def finish_train_run(cfg: TrainConfig, run_id: str, final_reanchor: dict, database_url: str | None) -> dict:
-    tracking.log_metrics(run_id, cfg.wandb, cfg.model_dump(mode="json"),
-                         {f"reanchor/{k}_success": v for k, v in final_reanchor["success"].items()}, cfg.updates)
+    tracking.log_metrics(
+        run_id,
+        cfg.wandb,
+        cfg.model_dump(mode="json"),
+        {f"reanchor/{k}_success": v for k, v in final_reanchor["success"].items()},
+        cfg.updates,
+    )
     with session_scope(get_engine(database_url)) as session:
         save_step(session, state_dir(cfg, run_id), run_id, cfg.updates)  # the final re-anchor's rows
         store.finish_run(session, run_id, "completed")

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envs.dbbench.backends import SqlBackend, format_rows
+from envs.dbbench.data import BenchTask, load_split
 from envs.dbbench.mysql_backend import MysqlBackend
 from envs.dbbench.sqlite_backend import SqliteBackend
-from envs.dbbench.data import BenchTask, load_split
 
 
 @dataclass

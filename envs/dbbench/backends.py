@@ -22,7 +22,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-
 DEFAULT_MYSQL_URL = "mysql://root@127.0.0.1:3306"
 STATEMENT_TIMEOUT_S = 5.0
 # Close to MySQL 8's default utf8mb4_0900_ai_ci (upstream's server): case- and accent-
@@ -34,6 +33,7 @@ MYSQL_COLLATION = "utf8mb4_uca1400_nopad_ai_ci"
 MAX_RESULT_ROWS = 1_000
 MAX_RESULT_CHARS = 1_000_000  # of the printed result, i.e. len(format_rows(rows))
 MAX_SQL_CHARS = 100_000  # statement text; gold SQL is under 1,500 characters
+
 
 class SqlExecutionError(RuntimeError):
     """A statement the backend itself issued (not the agent's) failed, e.g. hashing a dropped table."""
@@ -199,8 +199,6 @@ def mysql_collation_key(text: str) -> str:
 def mysql_collate(left: str, right: str) -> int:
     a, b = mysql_collation_key(left), mysql_collation_key(right)
     return (a > b) - (a < b)
-
-
 
 
 def make_backend(kind: str = "sqlite", mysql_url: str | None = None) -> SqlBackend:

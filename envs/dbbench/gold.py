@@ -21,8 +21,16 @@ from envs.dbbench.data import BenchTask, load_split
 from envs.dbbench.env import DbBenchEnv
 
 TYPE_ORDER = (
-    "INSERT", "UPDATE", "other", "counting", "comparison", "ranking",
-    "aggregation-SUM", "aggregation-MIN", "aggregation-MAX", "aggregation-AVG",
+    "INSERT",
+    "UPDATE",
+    "other",
+    "counting",
+    "comparison",
+    "ranking",
+    "aggregation-SUM",
+    "aggregation-MIN",
+    "aggregation-MAX",
+    "aggregation-AVG",
 )
 
 
@@ -154,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--replay-select-sql", action="store_true")
     args = parser.parse_args(argv)
-    report = check_gold(
-        args.split, args.backend, args.data_dir, args.limit, replay_select_sql=args.replay_select_sql
-    )
+    report = check_gold(args.split, args.backend, args.data_dir, args.limit, replay_select_sql=args.replay_select_sql)
     print("\n".join(report.format_lines()))
     return 0 if not report.disagreements else 1
 

@@ -17,16 +17,33 @@ from urllib.parse import unquote, urlsplit
 
 from envs.base import DataError
 from envs.dbbench.backends import (
-    DEFAULT_MYSQL_URL, MYSQL_COLLATION, STATEMENT_TIMEOUT_S, SqlBackend, SqlExecutionError, SqlResult,
-    cell_text, quote_ident, read_bounded, statement_too_long, storage_columns, timeout_message,
+    DEFAULT_MYSQL_URL,
+    MYSQL_COLLATION,
+    STATEMENT_TIMEOUT_S,
+    SqlBackend,
+    SqlExecutionError,
+    SqlResult,
+    cell_text,
+    quote_ident,
+    read_bounded,
+    statement_too_long,
+    storage_columns,
+    timeout_message,
 )
-
 
 # MySQL. What the throwaway rollout user may do on its own database: no views, routines,
 # triggers or events, so nothing the agent defines can ever run as another user.
 MYSQL_AGENT_PRIVILEGES = (
-    "SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "INDEX",
-    "CREATE TEMPORARY TABLES", "LOCK TABLES",
+    "SELECT",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "CREATE",
+    "DROP",
+    "ALTER",
+    "INDEX",
+    "CREATE TEMPORARY TABLES",
+    "LOCK TABLES",
 )
 # The watchdog sends KILL QUERY this long after the statement's own limit (so the server's
 # max_statement_time normally answers first), and KILL CONNECTION after a further grace:
@@ -42,9 +59,7 @@ _MYSQL_TIMEOUT_CODES = frozenset({1969, 3024})  # max_statement_time, MySQL's ma
 # strings (PREPARE, EXECUTE IMMEDIATE), and a lexer would have to agree with the server's
 # sql_mode on what is a string; so these words are refused anywhere in the text. DBBench SQL
 # and data never contain them.
-_MYSQL_REFUSED_WORDS = re.compile(
-    r"(?<![a-z0-9_$])(directory|prepare|execute)(?![a-z0-9_$])", re.IGNORECASE | re.ASCII
-)
+_MYSQL_REFUSED_WORDS = re.compile(r"(?<![a-z0-9_$])(directory|prepare|execute)(?![a-z0-9_$])", re.IGNORECASE | re.ASCII)
 _MYSQL_CONNECTION_LOST_CODES = frozenset({1927, 2006, 2013})  # killed, gone away, lost
 
 
@@ -147,11 +162,9 @@ class MysqlBackend(SqlBackend):
             self.close()
             raise
 
-    def _connect(self, **params: object):  # noqa: ANN202 - pymysql connection
+    def _connect(self, **params: object):  # pymysql connection
         try:
-            return self._pymysql.connect(
-                charset="utf8mb4", autocommit=True, connect_timeout=5, **params
-            )
+            return self._pymysql.connect(charset="utf8mb4", autocommit=True, connect_timeout=5, **params)
         except self._pymysql.err.OperationalError as exc:
             raise DataError(
                 f"Cannot reach MySQL/MariaDB at {self.url} ({exc.args[-1]}): start it "
@@ -168,11 +181,12 @@ class MysqlBackend(SqlBackend):
             cur.execute(f"USE {quote_ident(self.database)}")
         self._agent = self._open_agent()
 
-    def _connect_as_agent(self, **extra: object):  # noqa: ANN202 - pymysql connection
-        return self._connect(**{**self._params, "user": self._user, "password": self._password},
-                             database=self.database, **extra)
+    def _connect_as_agent(self, **extra: object):  # pymysql connection
+        return self._connect(
+            **{**self._params, "user": self._user, "password": self._password}, database=self.database, **extra
+        )
 
-    def _open_agent(self):  # noqa: ANN202 - pymysql connection
+    def _open_agent(self):  # pymysql connection
         # read_timeout is the last resort should neither KILL get through.
         conn = self._connect_as_agent(read_timeout=self.timeout_s + 30)
         with conn.cursor() as cur:
@@ -184,13 +198,13 @@ class MysqlBackend(SqlBackend):
             self._set_statement_time(cur, self.timeout_s)
         return conn
 
-    def _set_statement_time(self, cur, seconds: float) -> None:  # noqa: ANN001 - pymysql cursor
+    def _set_statement_time(self, cur, seconds: float) -> None:  # pymysql cursor
         try:  # MariaDB's per-statement time limit; MySQL proper names it differently.
             cur.execute(f"SET SESSION max_statement_time = {seconds:g}")
         except self._pymysql.err.MySQLError:
             pass
 
-    def _agent_connection(self):  # noqa: ANN202 - pymysql connection
+    def _agent_connection(self):  # pymysql connection
         """The agent's connection, reopened if a KILL (or the agent itself) closed it."""
         if self._agent is not None and not self._agent.open:
             self._agent = None
@@ -201,8 +215,9 @@ class MysqlBackend(SqlBackend):
     def _kill(self, how: str, thread_id: int) -> None:
         """KILL QUERY/CONNECTION of one server thread, from a short-lived admin connection."""
         try:
-            conn = self._pymysql.connect(charset="utf8mb4", autocommit=True, connect_timeout=3,
-                                         read_timeout=5, write_timeout=5, **self._params)
+            conn = self._pymysql.connect(
+                charset="utf8mb4", autocommit=True, connect_timeout=3, read_timeout=5, write_timeout=5, **self._params
+            )
         except self._pymysql.err.MySQLError:
             return  # the agent connection's read_timeout still ends the wait
         try:
@@ -238,8 +253,10 @@ class MysqlBackend(SqlBackend):
             return too_long
         refused = _MYSQL_REFUSED_WORDS.search(sql)
         if refused is not None:
-            return SqlResult(error=f"'{refused.group(0)}' is not available here: table files stay in the server's "
-                                   "data directory and statements cannot be built from strings")
+            return SqlResult(
+                error=f"'{refused.group(0)}' is not available here: table files stay in the server's "
+                "data directory and statements cannot be built from strings"
+            )
         try:
             conn = self._agent_connection()
         except DataError as exc:
@@ -309,7 +326,7 @@ class MysqlBackend(SqlBackend):
                 cur.execute(f"DROP {kind} IF EXISTS {quote_ident(self.database)}.{quote_ident(name)}")
 
     @staticmethod
-    def _require_base_table(cur, table_name: str) -> None:  # noqa: ANN001 - pymysql cursor
+    def _require_base_table(cur, table_name: str) -> None:  # pymysql cursor
         """Raise SqlExecutionError unless `table_name` is a BASE TABLE (exact name, as on Linux)."""
         cur.execute("SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()")
         kind = dict(cur.fetchall()).get(table_name)
@@ -393,7 +410,7 @@ def drop_stale_rollouts(url: str | None = None) -> int:
     return len(databases)
 
 
-def _drain(cur) -> None:  # noqa: ANN001 - pymysql SSCursor
+def _drain(cur) -> None:  # pymysql SSCursor
     """Read and discard what is left of an unbuffered statement: rows, then further result sets.
 
     (SSCursor.close() can leave a later result set unread for the next statement to drain.)

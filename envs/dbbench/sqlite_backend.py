@@ -16,11 +16,22 @@ import time
 from collections.abc import Callable
 
 from envs.dbbench.backends import (
-    MAX_SQL_CHARS, STATEMENT_TIMEOUT_S, SqlBackend, SqlExecutionError, SqlResult, cell_text, combine_row_hashes,
-    mysql_collate, mysql_text, quote_ident, read_bounded, statement_too_long, storage_columns, timeout_message,
+    MAX_SQL_CHARS,
+    STATEMENT_TIMEOUT_S,
+    SqlBackend,
+    SqlExecutionError,
+    SqlResult,
+    cell_text,
+    combine_row_hashes,
+    mysql_collate,
+    mysql_text,
+    quote_ident,
+    read_bounded,
+    statement_too_long,
+    storage_columns,
+    timeout_message,
 )
 from envs.dbbench.sqlite_dialect import MysqlSyntaxError, mysql_to_sqlite, parse_admin
-
 
 # SQLite. LENGTH bounds every string/blob value and row (MySQL's TEXT holds 65,535 bytes);
 # the page limits bound the rollout's database and its TEMP tables.
@@ -205,7 +216,7 @@ class _MysqlSum:
         return self.total
 
 
-def _case(fn):  # noqa: ANN001 - tiny adapter for lcase/ucase
+def _case(fn):  # tiny adapter for lcase/ucase
     # (LEFT/RIGHT cannot be added: they are SQLite keywords, so calls never reach a function.)
     return lambda value: None if value is None else fn(mysql_text(value))
 
@@ -231,8 +242,10 @@ def _sqlite_message(exc: Exception) -> str:
     if text == "string or blob too big":
         return _VALUE_TOO_BIG
     if text == "database or disk is full":
-        return (f"database or disk is full (the database is limited to {SQLITE_MAX_DB_BYTES // 2**20} MiB, "
-                f"TEMP tables to {SQLITE_MAX_TEMP_BYTES // 2**20} MiB)")
+        return (
+            f"database or disk is full (the database is limited to {SQLITE_MAX_DB_BYTES // 2**20} MiB, "
+            f"TEMP tables to {SQLITE_MAX_TEMP_BYTES // 2**20} MiB)"
+        )
     return text
 
 
@@ -375,10 +388,19 @@ class SqliteBackend(SqlBackend):
             return SqlResult(error=f"Table '{table}' doesn't exist")
         info = conn.execute(f"PRAGMA table_info({quote_ident(table)})").fetchall()
         # MySQL's DESCRIBE columns: Field, Type, Null, Key, Default, Extra
-        return SqlResult(rows=[
-            (name, (decl or "").split()[0].lower() if decl else "", "NO" if notnull else "YES", "PRI" if pk else "", default, "")
-            for _, name, decl, notnull, default, pk in info
-        ])
+        return SqlResult(
+            rows=[
+                (
+                    name,
+                    (decl or "").split()[0].lower() if decl else "",
+                    "NO" if notnull else "YES",
+                    "PRI" if pk else "",
+                    default,
+                    "",
+                )
+                for _, name, decl, notnull, default, pk in info
+            ]
+        )
 
     def table_hash(self, table_name: str, columns: list[str]) -> str:
         """Per-row hashes by the same SQL expression as on MySQL; the final aggregate in Python.

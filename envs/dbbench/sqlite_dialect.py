@@ -66,7 +66,7 @@ _TABLE_KEYWORDS = frozenset({"from", "join", "into", "update", "table"})
 
 
 def _refuse(sql: str, i: int, why: str) -> MysqlSyntaxError:
-    return MysqlSyntaxError(f"You have an error in your SQL syntax near '{sql[i:i + 40]}': {why}")
+    return MysqlSyntaxError(f"You have an error in your SQL syntax near '{sql[i : i + 40]}': {why}")
 
 
 class _Unterminated(Exception):
@@ -175,9 +175,7 @@ def _is_number_tail(out: list[str]) -> bool:
 
 _NAME = r"(`(?:[^`]|``)+`|[0-9A-Za-z_$]+)"
 _SHOW_TABLES = re.compile(r"^\s*SHOW\s+TABLES\s*;?\s*$", re.IGNORECASE)
-_DESCRIBE = re.compile(
-    rf"^\s*(?:DESCRIBE|DESC|EXPLAIN|SHOW\s+COLUMNS\s+(?:FROM|IN))\s+{_NAME}\s*;?\s*$", re.IGNORECASE
-)
+_DESCRIBE = re.compile(rf"^\s*(?:DESCRIBE|DESC|EXPLAIN|SHOW\s+COLUMNS\s+(?:FROM|IN))\s+{_NAME}\s*;?\s*$", re.IGNORECASE)
 
 
 def parse_admin(sql: str) -> tuple[str, str | None] | None:

@@ -33,24 +33,29 @@ import random
 from pathlib import Path
 
 from envs.base import DataError
-from envs.dbbench.sqlite_backend import SqliteBackend
 from envs.dbbench.data import MUTATION_TYPES, TIERS, check_tiers, load_split, parse_tiers
+from envs.dbbench.sqlite_backend import SqliteBackend
 from envs.dbbench.train_templates import Table, distinct_tables, fmt_number, generators
 from envs.dbbench.train_tiers import AGG_FNS, easy_generators, medium_generators
 
 SOURCE = "harness-s-train"
 MIN_TASKS = 300
 SELECT_TYPES = (
-    "other", "counting", "comparison", "ranking",
-    "aggregation-SUM", "aggregation-MIN", "aggregation-MAX", "aggregation-AVG",
+    "other",
+    "counting",
+    "comparison",
+    "ranking",
+    "aggregation-SUM",
+    "aggregation-MIN",
+    "aggregation-MAX",
+    "aggregation-AVG",
 )
 # The standard split's mix inside its SELECT third (17/17/17/17/8/8/8/8).
 SELECT_WEIGHTS = (17, 17, 17, 17, 8, 8, 8, 8)
 # SELECT-family types and weights inside each tier's SELECT third.
 TIER_SELECT_MIX = {
     "easy": (("other", "counting"), (1, 1)),
-    "medium": (("other", "counting", "comparison", *(f"aggregation-{fn}" for fn in AGG_FNS)),
-               (2, 2, 2, 1, 1, 1, 1)),
+    "medium": (("other", "counting", "comparison", *(f"aggregation-{fn}" for fn in AGG_FNS)), (2, 2, 2, 1, 1, 1, 1)),
     "hard": (SELECT_TYPES, SELECT_WEIGHTS),
 }
 _ATTEMPTS_PER_TASK = 60
@@ -118,8 +123,7 @@ def materialise(draft: dict, table: Table, tier: str | None = None) -> dict | No
         "type": [draft["type"]],
         "heads": list(task.columns),
         "add_description": (
-            f"The name of this table is {task.table_name}, and the headers of this table are "
-            f"{','.join(task.columns)}."
+            f"The name of this table is {task.table_name}, and the headers of this table are {','.join(task.columns)}."
         ),
         "source": SOURCE,
         "tier": tier,
@@ -207,8 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--n-tasks", type=int, default=400)
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--tiers", type=_tiers_arg, default=TIERS,
-                        help=f"comma-separated subset of {','.join(TIERS)} (default: all)")
+    parser.add_argument(
+        "--tiers", type=_tiers_arg, default=TIERS, help=f"comma-separated subset of {','.join(TIERS)} (default: all)"
+    )
     args = parser.parse_args(argv)
     records = build_train_split(args.out, args.seed, args.n_tasks, args.data_dir, tiers=args.tiers)
     print(f"wrote {len(records)} tasks to {args.out}")

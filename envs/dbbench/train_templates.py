@@ -223,11 +223,15 @@ def gen_update(rng: random.Random, table: Table) -> dict | None:
         return None
     template, style = rng.choice(_UPDATE_MANY if many else _UPDATE_ONE)
     description = template.format(
-        t=table.name, k=table.columns[key], kv=key_value,
+        t=table.name,
+        k=table.columns[key],
+        kv=key_value,
         sets=join_and([style.format(c=c, v=v) for c, v in sets]),
     )
     assignments = ", ".join(f"{quote_ident(c)} = {lit(v)}" for c, v in sets)
-    sql = f"UPDATE {quote_ident(table.name)} SET {assignments} WHERE {quote_ident(table.columns[key])} = {lit(key_value)}"
+    sql = (
+        f"UPDATE {quote_ident(table.name)} SET {assignments} WHERE {quote_ident(table.columns[key])} = {lit(key_value)}"
+    )
     return {"type": "UPDATE", "description": description, "sql": sql}
 
 
@@ -261,12 +265,14 @@ def gen_lookup(rng: random.Random, table: Table) -> dict | None:
         return None
     target = rng.choice(targets)
     k, c, kv = table.columns[key], table.columns[target], row[key]
-    description = rng.choice((
-        "What is the {c} of the entry whose {k} is '{kv}'?",
-        "Which {c} is listed for {k} '{kv}'?",
-        "Look up the {c} recorded for '{kv}' in the {k} column.",
-        "For the row with {k} equal to '{kv}', what does the {c} column say?",
-    )).format(c=c, k=k, kv=kv)
+    description = rng.choice(
+        (
+            "What is the {c} of the entry whose {k} is '{kv}'?",
+            "Which {c} is listed for {k} '{kv}'?",
+            "Look up the {c} recorded for '{kv}' in the {k} column.",
+            "For the row with {k} equal to '{kv}', what does the {c} column say?",
+        )
+    ).format(c=c, k=k, kv=kv)
     sql = f"SELECT {quote_ident(c)} FROM {quote_ident(table.name)} WHERE {quote_ident(k)} = {lit(kv)}"
     return {"type": "other", "description": description, "sql": sql}
 
@@ -278,13 +284,18 @@ def gen_counting(rng: random.Random, table: Table) -> dict | None:
         col = rng.choice(table.numeric)
         name, threshold = table.columns[col], rng.choice(table.column(col))
         word, op = rng.choice((("greater than", ">"), ("less than", "<"), ("at least", ">=")))
-        description = rng.choice((
-            "How many rows have a {c} {w} {x}?",
-            "Count the entries whose {c} is {w} {x}.",
-            "In how many records is {c} {w} {x}?",
-        )).format(c=name, w=word, x=threshold)
-        return {"type": "counting", "description": description,
-                "sql": f"SELECT COUNT(*) FROM {t} WHERE {cast(name)} {op} {threshold}"}
+        description = rng.choice(
+            (
+                "How many rows have a {c} {w} {x}?",
+                "Count the entries whose {c} is {w} {x}.",
+                "In how many records is {c} {w} {x}?",
+            )
+        ).format(c=name, w=word, x=threshold)
+        return {
+            "type": "counting",
+            "description": description,
+            "sql": f"SELECT COUNT(*) FROM {t} WHERE {cast(name)} {op} {threshold}",
+        }
     if not table.text:
         return None
     col = rng.choice(table.text)
@@ -292,14 +303,19 @@ def gen_counting(rng: random.Random, table: Table) -> dict | None:
     if not values:
         return None
     value, name = rng.choice(values), table.columns[col]
-    description = rng.choice((
-        "How many rows have {c} equal to '{v}'?",
-        "Count the entries whose {c} is '{v}'.",
-        "How many times does '{v}' appear in the {c} column?",
-        "What is the number of records with '{v}' as their {c}?",
-    )).format(c=name, v=value)
-    return {"type": "counting", "description": description,
-            "sql": f"SELECT COUNT(*) FROM {t} WHERE {quote_ident(name)} = {lit(value)}"}
+    description = rng.choice(
+        (
+            "How many rows have {c} equal to '{v}'?",
+            "Count the entries whose {c} is '{v}'.",
+            "How many times does '{v}' appear in the {c} column?",
+            "What is the number of records with '{v}' as their {c}?",
+        )
+    ).format(c=name, v=value)
+    return {
+        "type": "counting",
+        "description": description,
+        "sql": f"SELECT COUNT(*) FROM {t} WHERE {quote_ident(name)} = {lit(value)}",
+    }
 
 
 def gen_comparison(rng: random.Random, table: Table) -> dict | None:
@@ -317,21 +333,27 @@ def gen_comparison(rng: random.Random, table: Table) -> dict | None:
             return None
         high = rng.random() < 0.5
         names = (table.rows[a][key], table.rows[b][key])
-        description = rng.choice((
-            "Which has the {hl} {n}, '{a}' or '{b}'?",
-            "Between {k} '{a}' and '{b}', which one shows the {hl} {n}?",
-            "Compare '{a}' and '{b}': whose {n} is {hl}?",
-        )).format(hl="higher" if high else "lower", n=n, k=k, a=names[0], b=names[1])
+        description = rng.choice(
+            (
+                "Which has the {hl} {n}, '{a}' or '{b}'?",
+                "Between {k} '{a}' and '{b}', which one shows the {hl} {n}?",
+                "Compare '{a}' and '{b}': whose {n} is {hl}?",
+            )
+        ).format(hl="higher" if high else "lower", n=n, k=k, a=names[0], b=names[1])
         order = "DESC" if high else "ASC"
-        sql = (f"SELECT {quote_ident(k)} FROM {t} WHERE {quote_ident(k)} IN ({lit(names[0])}, {lit(names[1])}) "
-               f"ORDER BY {cast(n)} {order} LIMIT 1")
+        sql = (
+            f"SELECT {quote_ident(k)} FROM {t} WHERE {quote_ident(k)} IN ({lit(names[0])}, {lit(names[1])}) "
+            f"ORDER BY {cast(n)} {order} LIMIT 1"
+        )
         return {"type": "comparison", "description": description, "sql": sql}
     threshold = rng.choice(table.column(num))
     word, op = rng.choice((("more than", ">"), ("less than", "<")))
-    description = rng.choice((
-        "Which {k} entries have a {n} {w} {x}?",
-        "List every {k} whose {n} is {w} {x}.",
-    )).format(k=k, n=n, w=word, x=threshold)
+    description = rng.choice(
+        (
+            "Which {k} entries have a {n} {w} {x}?",
+            "List every {k} whose {n} is {w} {x}.",
+        )
+    ).format(k=k, n=n, w=word, x=threshold)
     sql = f"SELECT {quote_ident(k)} FROM {t} WHERE {cast(n)} {op} {threshold}"
     return {"type": "comparison", "description": description, "sql": sql, "max_rows": 4}
 
@@ -353,23 +375,33 @@ def gen_ranking(rng: random.Random, table: Table) -> dict | None:
         return None
     word = "highest" if high else "lowest"
     if size == 1:
-        template = rng.choice((
-            "Which {k} has the {w} {n}?", "Name the {k} with the {w} {n}.",
-            "Sorting by {n}, which {k} comes out {w}?",
-        ))
+        template = rng.choice(
+            (
+                "Which {k} has the {w} {n}?",
+                "Name the {k} with the {w} {n}.",
+                "Sorting by {n}, which {k} comes out {w}?",
+            )
+        )
     else:
-        template = rng.choice((
-            "List the {s} {k} entries with the {w} {n}.", "Which {s} {k} values have the {w} {n}?",
-        ))
+        template = rng.choice(
+            (
+                "List the {s} {k} entries with the {w} {n}.",
+                "Which {s} {k} values have the {w} {n}?",
+            )
+        )
     description = template.format(k=k, n=n, w=word, s=size)
-    sql = (f"SELECT {quote_ident(k)} FROM {quote_ident(table.name)} "
-           f"ORDER BY {cast(n)} {'DESC' if high else 'ASC'} LIMIT {size}")
+    sql = (
+        f"SELECT {quote_ident(k)} FROM {quote_ident(table.name)} "
+        f"ORDER BY {cast(n)} {'DESC' if high else 'ASC'} LIMIT {size}"
+    )
     return {"type": "ranking", "description": description, "sql": sql}
 
 
 _AGG_WORDS = {
-    "SUM": ("total", "sum of all"), "MIN": ("smallest", "minimum"),
-    "MAX": ("largest", "maximum"), "AVG": ("average", "mean"),
+    "SUM": ("total", "sum of all"),
+    "MIN": ("smallest", "minimum"),
+    "MAX": ("largest", "maximum"),
+    "AVG": ("average", "mean"),
 }
 
 
@@ -389,17 +421,27 @@ def gen_aggregation(rng: random.Random, table: Table, fn: str) -> dict | None:
             where = f" WHERE {quote_ident(table.columns[col])} = {lit(value)}"
             scope = f" for rows whose {table.columns[col]} is '{value}'"
     word = rng.choice(_AGG_WORDS[fn])
-    description = rng.choice((
-        "What is the {w} {n}{s}?", "Compute the {w} {n}{s}.", "Give the {w} value of {n}{s}.",
-    )).format(w=word, n=n, s=scope)
+    description = rng.choice(
+        (
+            "What is the {w} {n}{s}?",
+            "Compute the {w} {n}{s}.",
+            "Give the {w} value of {n}{s}.",
+        )
+    ).format(w=word, n=n, s=scope)
     sql = f"SELECT {fn}({cast(n)}) FROM {t}{where}"
     return {"type": f"aggregation-{fn}", "description": description, "sql": sql}
 
 
 def generators() -> dict:
     """Task type -> generator(rng, table)."""
-    table = {"INSERT": gen_insert, "UPDATE": gen_update, "other": gen_lookup,
-             "counting": gen_counting, "comparison": gen_comparison, "ranking": gen_ranking}
+    table = {
+        "INSERT": gen_insert,
+        "UPDATE": gen_update,
+        "other": gen_lookup,
+        "counting": gen_counting,
+        "comparison": gen_comparison,
+        "ranking": gen_ranking,
+    }
     for fn in _AGG_WORDS:
         table[f"aggregation-{fn}"] = lambda rng, tab, fn=fn: gen_aggregation(rng, tab, fn)
     return table

@@ -21,7 +21,16 @@ from collections import Counter
 
 from envs.dbbench.backends import quote_ident
 from envs.dbbench.train_templates import (
-    Table, cast, clean, fresh_number, insert_sql, join_and, lit, new_row, pick_text, unambiguous,
+    Table,
+    cast,
+    clean,
+    fresh_number,
+    insert_sql,
+    join_and,
+    lit,
+    new_row,
+    pick_text,
+    unambiguous,
 )
 
 AGG_FNS = ("SUM", "MIN", "MAX", "AVG")
@@ -36,10 +45,7 @@ def _key_columns(table: Table, candidates: list[int]) -> list[int]:
     """Columns naming rows, most name-like first found: unique in every row and textual, then
     unique in every row, then any column with at least one unique value."""
     named = [i for i in candidates if len(table.unique_rows(i)) == len(table.rows)]
-    return (
-        [i for i in named if i in table.text] or named
-        or [i for i in candidates if table.unique_rows(i)]
-    )
+    return [i for i in named if i in table.text] or named or [i for i in candidates if table.unique_rows(i)]
 
 
 def _one_cell(rng: random.Random, table: Table) -> tuple[int, str, int, str] | None:
@@ -61,8 +67,10 @@ def _one_cell(rng: random.Random, table: Table) -> tuple[int, str, int, str] | N
 
 
 def _update_sql(table: Table, key: int, key_value: str, target: int, value: str) -> str:
-    return (f"UPDATE {quote_ident(table.name)} SET {quote_ident(table.columns[target])} = {lit(value)} "
-            f"WHERE {quote_ident(table.columns[key])} = {lit(key_value)}")
+    return (
+        f"UPDATE {quote_ident(table.name)} SET {quote_ident(table.columns[target])} = {lit(value)} "
+        f"WHERE {quote_ident(table.columns[key])} = {lit(key_value)}"
+    )
 
 
 def _lookup_cell(rng: random.Random, table: Table) -> tuple[int, str, int] | None:
@@ -79,14 +87,18 @@ def _lookup_cell(rng: random.Random, table: Table) -> tuple[int, str, int] | Non
 
 
 def _lookup_sql(table: Table, key: int, key_value: str, target: int) -> str:
-    return (f"SELECT {quote_ident(table.columns[target])} FROM {quote_ident(table.name)} "
-            f"WHERE {quote_ident(table.columns[key])} = {lit(key_value)}")
+    return (
+        f"SELECT {quote_ident(table.columns[target])} FROM {quote_ident(table.name)} "
+        f"WHERE {quote_ident(table.columns[key])} = {lit(key_value)}"
+    )
 
 
 def _count_condition(rng: random.Random, table: Table) -> tuple[int, str] | None:
     """(column, value) for an equality count; mostly a repeated value, so the answer is not always 1."""
     candidates = [
-        (i, v) for i in range(len(table.columns)) for v in sorted(set(table.column(i)))
+        (i, v)
+        for i in range(len(table.columns))
+        for v in sorted(set(table.column(i)))
         if clean(v) and unambiguous(table, i, v)
     ]
     repeated = [(i, v) for i, v in candidates if table.column(i).count(v) > 1]
@@ -95,8 +107,7 @@ def _count_condition(rng: random.Random, table: Table) -> tuple[int, str] | None
 
 
 def _count_sql(table: Table, column: int, value: str) -> str:
-    return (f"SELECT COUNT(*) FROM {quote_ident(table.name)} "
-            f"WHERE {quote_ident(table.columns[column])} = {lit(value)}")
+    return f"SELECT COUNT(*) FROM {quote_ident(table.name)} WHERE {quote_ident(table.columns[column])} = {lit(value)}"
 
 
 # ---------------------------------------------------------------- easy
@@ -109,10 +120,12 @@ def easy_insert(rng: random.Random, table: Table) -> dict | None:
         return None
     values = ", ".join(f"'{v}'" for v in row)
     columns = ", ".join(f"`{c}`" for c in table.columns)
-    description = rng.choice((
-        "Insert a row into `{t}` with values ({vals}) for the columns ({cols}).",
-        "Add one row to `{t}`: the values ({vals}) go into the columns ({cols}), in that order.",
-    )).format(t=table.name, vals=values, cols=columns)
+    description = rng.choice(
+        (
+            "Insert a row into `{t}` with values ({vals}) for the columns ({cols}).",
+            "Add one row to `{t}`: the values ({vals}) go into the columns ({cols}), in that order.",
+        )
+    ).format(t=table.name, vals=values, cols=columns)
     return {"type": "INSERT", "description": description, "sql": insert_sql(table, row)}
 
 
@@ -122,12 +135,13 @@ def easy_update(rng: random.Random, table: Table) -> dict | None:
     if picked is None:
         return None
     key, key_value, target, value = picked
-    description = rng.choice((
-        "In `{t}`, set `{c}` to '{v}' in the row where `{k}` is '{kv}'.",
-        "In `{t}`, change the `{c}` of the row whose `{k}` is '{kv}' to '{v}'.",
-    )).format(t=table.name, c=table.columns[target], v=value, k=table.columns[key], kv=key_value)
-    return {"type": "UPDATE", "description": description,
-            "sql": _update_sql(table, key, key_value, target, value)}
+    description = rng.choice(
+        (
+            "In `{t}`, set `{c}` to '{v}' in the row where `{k}` is '{kv}'.",
+            "In `{t}`, change the `{c}` of the row whose `{k}` is '{kv}' to '{v}'.",
+        )
+    ).format(t=table.name, c=table.columns[target], v=value, k=table.columns[key], kv=key_value)
+    return {"type": "UPDATE", "description": description, "sql": _update_sql(table, key, key_value, target, value)}
 
 
 def easy_lookup(rng: random.Random, table: Table) -> dict | None:
@@ -136,10 +150,12 @@ def easy_lookup(rng: random.Random, table: Table) -> dict | None:
     if picked is None:
         return None
     key, key_value, target = picked
-    description = rng.choice((
-        "In `{t}`, what is `{c}` where `{k}` is '{kv}'?",
-        "In `{t}`, what is the value of `{c}` in the row where `{k}` is '{kv}'?",
-    )).format(t=table.name, c=table.columns[target], k=table.columns[key], kv=key_value)
+    description = rng.choice(
+        (
+            "In `{t}`, what is `{c}` where `{k}` is '{kv}'?",
+            "In `{t}`, what is the value of `{c}` in the row where `{k}` is '{kv}'?",
+        )
+    ).format(t=table.name, c=table.columns[target], k=table.columns[key], kv=key_value)
     return {"type": "other", "description": description, "sql": _lookup_sql(table, key, key_value, target)}
 
 
@@ -149,10 +165,12 @@ def easy_counting(rng: random.Random, table: Table) -> dict | None:
     if picked is None:
         return None
     column, value = picked
-    description = rng.choice((
-        "How many rows of `{t}` have `{k}` equal to '{v}'?",
-        "In `{t}`, count the rows where `{k}` is '{v}'.",
-    )).format(t=table.name, k=table.columns[column], v=value)
+    description = rng.choice(
+        (
+            "How many rows of `{t}` have `{k}` equal to '{v}'?",
+            "In `{t}`, count the rows where `{k}` is '{v}'.",
+        )
+    ).format(t=table.name, k=table.columns[column], v=value)
     return {"type": "counting", "description": description, "sql": _count_sql(table, column, value)}
 
 
@@ -164,14 +182,15 @@ def medium_insert(rng: random.Random, table: Table) -> dict | None:
     row = new_row(rng, table)
     if row is None:
         return None
-    template, style = rng.choice((
-        ("A new entry belongs in the {t} table: its {pairs}. Add it.", "{c} is '{v}'"),
-        ("Please add another {t} record, with {pairs}.", "'{v}' as the {c}"),
-        ("Put one more row into {t}, giving it {pairs}.", "the {c} '{v}'"),
-    ))
+    template, style = rng.choice(
+        (
+            ("A new entry belongs in the {t} table: its {pairs}. Add it.", "{c} is '{v}'"),
+            ("Please add another {t} record, with {pairs}.", "'{v}' as the {c}"),
+            ("Put one more row into {t}, giving it {pairs}.", "the {c} '{v}'"),
+        )
+    )
     pairs = join_and([style.format(c=c, v=v) for c, v in zip(table.columns, row)])
-    return {"type": "INSERT", "description": template.format(t=table.name, pairs=pairs),
-            "sql": insert_sql(table, row)}
+    return {"type": "INSERT", "description": template.format(t=table.name, pairs=pairs), "sql": insert_sql(table, row)}
 
 
 def medium_update(rng: random.Random, table: Table) -> dict | None:
@@ -180,13 +199,14 @@ def medium_update(rng: random.Random, table: Table) -> dict | None:
     if picked is None:
         return None
     key, key_value, target, value = picked
-    description = rng.choice((
-        "The {t} entry whose {k} is '{kv}' has the wrong {c}: it should be '{v}'.",
-        "Please change the {c} to '{v}' for the {t} record with {k} '{kv}'.",
-        "Our {t} table needs one fix: for {k} '{kv}', the {c} is now '{v}'.",
-    )).format(t=table.name, c=table.columns[target], v=value, k=table.columns[key], kv=key_value)
-    return {"type": "UPDATE", "description": description,
-            "sql": _update_sql(table, key, key_value, target, value)}
+    description = rng.choice(
+        (
+            "The {t} entry whose {k} is '{kv}' has the wrong {c}: it should be '{v}'.",
+            "Please change the {c} to '{v}' for the {t} record with {k} '{kv}'.",
+            "Our {t} table needs one fix: for {k} '{kv}', the {c} is now '{v}'.",
+        )
+    ).format(t=table.name, c=table.columns[target], v=value, k=table.columns[key], kv=key_value)
+    return {"type": "UPDATE", "description": description, "sql": _update_sql(table, key, key_value, target, value)}
 
 
 def medium_lookup(rng: random.Random, table: Table) -> dict | None:
@@ -195,11 +215,13 @@ def medium_lookup(rng: random.Random, table: Table) -> dict | None:
     if picked is None:
         return None
     key, key_value, target = picked
-    description = rng.choice((
-        "According to the {t} table, what is the {c} for the {k} '{kv}'?",
-        "Which {c} does {t} list for the entry with {k} '{kv}'?",
-        "Tell me the {c} of '{kv}' ({k}) in {t}.",
-    )).format(t=table.name, c=table.columns[target], k=table.columns[key], kv=key_value)
+    description = rng.choice(
+        (
+            "According to the {t} table, what is the {c} for the {k} '{kv}'?",
+            "Which {c} does {t} list for the entry with {k} '{kv}'?",
+            "Tell me the {c} of '{kv}' ({k}) in {t}.",
+        )
+    ).format(t=table.name, c=table.columns[target], k=table.columns[key], kv=key_value)
     return {"type": "other", "description": description, "sql": _lookup_sql(table, key, key_value, target)}
 
 
@@ -209,11 +231,13 @@ def medium_counting(rng: random.Random, table: Table) -> dict | None:
     if picked is None:
         return None
     column, value = picked
-    description = rng.choice((
-        "How many entries in {t} have '{v}' as their {k}?",
-        "In the {t} table, how many records list the {k} as '{v}'?",
-        "Count how often {t} has a {k} of '{v}'.",
-    )).format(t=table.name, k=table.columns[column], v=value)
+    description = rng.choice(
+        (
+            "How many entries in {t} have '{v}' as their {k}?",
+            "In the {t} table, how many records list the {k} as '{v}'?",
+            "Count how often {t} has a {k} of '{v}'.",
+        )
+    ).format(t=table.name, k=table.columns[column], v=value)
     return {"type": "counting", "description": description, "sql": _count_sql(table, column, value)}
 
 
@@ -228,18 +252,26 @@ def medium_comparison(rng: random.Random, table: Table) -> dict | None:
         return None
     high = rng.random() < 0.5
     k, n, names = table.columns[key], table.columns[num], (table.rows[a][key], table.rows[b][key])
-    description = rng.choice((
-        "In {t}, which {k} has the {hl} {n}: '{a}' or '{b}'?",
-        "Of the {t} entries '{a}' and '{b}' ({k}), which one's {n} is {hl}?",
-    )).format(t=table.name, k=k, n=n, hl="higher" if high else "lower", a=names[0], b=names[1])
-    sql = (f"SELECT {quote_ident(k)} FROM {quote_ident(table.name)} "
-           f"WHERE {quote_ident(k)} IN ({lit(names[0])}, {lit(names[1])}) "
-           f"ORDER BY {cast(n)} {'DESC' if high else 'ASC'} LIMIT 1")
+    description = rng.choice(
+        (
+            "In {t}, which {k} has the {hl} {n}: '{a}' or '{b}'?",
+            "Of the {t} entries '{a}' and '{b}' ({k}), which one's {n} is {hl}?",
+        )
+    ).format(t=table.name, k=k, n=n, hl="higher" if high else "lower", a=names[0], b=names[1])
+    sql = (
+        f"SELECT {quote_ident(k)} FROM {quote_ident(table.name)} "
+        f"WHERE {quote_ident(k)} IN ({lit(names[0])}, {lit(names[1])}) "
+        f"ORDER BY {cast(n)} {'DESC' if high else 'ASC'} LIMIT 1"
+    )
     return {"type": "comparison", "description": description, "sql": sql}
 
 
-_MEDIUM_AGG_WORDS = {"SUM": ("total",), "MIN": ("lowest", "smallest"),
-                     "MAX": ("highest", "largest"), "AVG": ("average",)}
+_MEDIUM_AGG_WORDS = {
+    "SUM": ("total",),
+    "MIN": ("lowest", "smallest"),
+    "MAX": ("highest", "largest"),
+    "AVG": ("average",),
+}
 
 
 def medium_aggregation(rng: random.Random, table: Table, fn: str) -> dict | None:
@@ -257,10 +289,12 @@ def medium_aggregation(rng: random.Random, table: Table, fn: str) -> dict | None
         value = rng.choice(repeated)
         where = f" WHERE {quote_ident(table.columns[col])} = {lit(value)}"
         scope = f" among the rows whose {table.columns[col]} is '{value}'"
-    description = rng.choice((
-        "What is the {w} {n} in the {t} table{s}?",
-        "Across {t}, what is the {w} value of {n}{s}?",
-    )).format(w=rng.choice(_MEDIUM_AGG_WORDS[fn]), n=table.columns[num], t=table.name, s=scope)
+    description = rng.choice(
+        (
+            "What is the {w} {n} in the {t} table{s}?",
+            "Across {t}, what is the {w} value of {n}{s}?",
+        )
+    ).format(w=rng.choice(_MEDIUM_AGG_WORDS[fn]), n=table.columns[num], t=table.name, s=scope)
     sql = f"SELECT {fn}({cast(table.columns[num])}) FROM {quote_ident(table.name)}{where}"
     return {"type": f"aggregation-{fn}", "description": description, "sql": sql}
 
@@ -272,8 +306,13 @@ def easy_generators() -> dict:
 
 def medium_generators() -> dict:
     """Task type -> generator(rng, table) for the medium tier."""
-    makers = {"INSERT": medium_insert, "UPDATE": medium_update, "other": medium_lookup,
-              "counting": medium_counting, "comparison": medium_comparison}
+    makers = {
+        "INSERT": medium_insert,
+        "UPDATE": medium_update,
+        "other": medium_lookup,
+        "counting": medium_counting,
+        "comparison": medium_comparison,
+    }
     for fn in AGG_FNS:
         makers[f"aggregation-{fn}"] = lambda rng, tab, fn=fn: medium_aggregation(rng, tab, fn)
     return makers

@@ -10,8 +10,10 @@ from analysis.pool import pool_report
 def test_fixed_broken_union_and_overlap_by_hand():
     # 4 tasks; siblings ran k=1, H0 ran 2 * 1 rollouts per task
     h0 = {"a": [True, False], "b": [False, False], "c": [False, True], "d": [False, False]}
-    siblings = {"s1": {"a": [False], "b": [True], "c": [False], "d": [False]},
-                "s2": {"a": [True], "b": [True], "c": [True], "d": [False]}}
+    siblings = {
+        "s1": {"a": [False], "b": [True], "c": [False], "d": [False]},
+        "s2": {"a": [True], "b": [True], "c": [True], "d": [False]},
+    }
     r = pool_report(h0, siblings, k=1)
     # H0 at k=1 solves only a; at 2 rollouts also c
     assert r["locality"]["s1"] == {"solved": 1, "fixed": 1, "broken": 1, "fixed_tasks": ["b"], "broken_tasks": ["a"]}

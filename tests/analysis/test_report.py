@@ -46,7 +46,10 @@ def _records(df, key):
 
 def test_methods_resolve_by_id_and_name(methods):
     assert [(m.label, m.run_id, m.train_run_id) for m in methods] == [
-        (HS, "pipe-hs", "train-hs"), (GRPO, "pipe-grpo", "train-grpo"), (FP, "train-fp", "train-fp")]
+        (HS, "pipe-hs", "train-hs"),
+        (GRPO, "pipe-grpo", "train-grpo"),
+        (FP, "train-fp", "train-fp"),
+    ]
     assert methods[0].eval_run("rank1-before") == "ev-r1b" and methods[2].evaluations == {}
 
 
@@ -57,8 +60,10 @@ def test_unknown_run_is_a_lookup_error(session):
 
 def test_rq1_main_table(session, methods):
     df = research.rq1_main_table(session, methods)
-    got = {(r["method"], r["routing"]): (r["pass_mean"], r["pass_std"], r["avg_mean"], r["avg_std"], r["seeds"])
-           for r in df.to_dict("records")}
+    got = {
+        (r["method"], r["routing"]): (r["pass_mean"], r["pass_std"], r["avg_mean"], r["avg_std"], r["seeds"])
+        for r in df.to_dict("records")
+    }
     assert got == {
         ("base policy", "H0"): approx((25.0, 25.0, 100 / 12, 100 / 12, 2)),
         ("base policy", "Rank-1"): approx((0.0, 0.0, 0.0, 0.0, 1)),
@@ -70,22 +75,45 @@ def test_rq1_main_table(session, methods):
 
 def test_rq2_signals_and_validation(session, methods):
     rows = _records(research.rq2_signals(session, methods), "method")
-    assert rows[HS] == approx({"method": HS, "updates": 4, "valid_group_ratio": 0.5, "effective_token_ratio": 0.4,
-                               "first_group_success": 0.25, "rescues": 7.0, "rescue_success": 2 / 7,
-                               "rollouts_spent": 76.0, "rollouts_vs_grpo": 76 / 48})
+    assert rows[HS] == approx(
+        {
+            "method": HS,
+            "updates": 4,
+            "valid_group_ratio": 0.5,
+            "effective_token_ratio": 0.4,
+            "first_group_success": 0.25,
+            "rescues": 7.0,
+            "rescue_success": 2 / 7,
+            "rollouts_spent": 76.0,
+            "rollouts_vs_grpo": 76 / 48,
+        }
+    )
     assert pd.isna(rows[GRPO]["rescue_success"]) and rows[GRPO]["valid_group_ratio"] == approx(0.25)
     assert rows[FP]["rescue_success"] == approx(1 / 3) and rows[FP]["rollouts_vs_grpo"] == approx(1.5)
     val = research.rq2_validation(session, methods)
-    assert {(r["method"], r["step"]): r["h0_success"] for r in val.to_dict("records")} == approx({
-        (HS, 0): 0.25, (HS, 2): 0.5, (HS, 4): 0.75, (GRPO, 0): 0.25, (GRPO, 2): 0.25, (GRPO, 4): 0.5,
-        (FP, 0): 0.25, (FP, 2): 0.25, (FP, 4): 0.25})
+    assert {(r["method"], r["step"]): r["h0_success"] for r in val.to_dict("records")} == approx(
+        {
+            (HS, 0): 0.25,
+            (HS, 2): 0.5,
+            (HS, 4): 0.75,
+            (GRPO, 0): 0.25,
+            (GRPO, 2): 0.25,
+            (GRPO, 4): 0.5,
+            (FP, 0): 0.25,
+            (FP, 2): 0.25,
+            (FP, 4): 0.25,
+        }
+    )
 
 
 def test_rq3_stages_and_reanchoring_ablation(session, methods):
     stages = research.rq3_rescue_by_stage(session, methods)
     assert {(r["router"], r["stage"]): (r["rescues"], r["rescue_success"]) for r in stages.to_dict("records")} == {
-        ("adaptive", "0-1"): approx((3.0, 1 / 3)), ("adaptive", "2-3"): approx((4.0, 0.25)),
-        ("fixed_profiles", "0-1"): approx((4.0, 0.5)), ("fixed_profiles", "2-3"): approx((2.0, 0.0))}
+        ("adaptive", "0-1"): approx((3.0, 1 / 3)),
+        ("adaptive", "2-3"): approx((4.0, 0.25)),
+        ("fixed_profiles", "0-1"): approx((4.0, 0.5)),
+        ("fixed_profiles", "2-3"): approx((2.0, 0.0)),
+    }
     ablation = _records(research.rq3_reanchoring_ablation(stages), "stage")
     assert ablation["0-1"]["difference"] == approx(1 / 3 - 0.5) and ablation["2-3"]["difference"] == approx(0.25)
 
@@ -93,17 +121,33 @@ def test_rq3_stages_and_reanchoring_ablation(session, methods):
 def test_rq4_behaviours_and_transfers(session, methods):
     df = research.rq4_behaviours(session, methods)
     got = {(r["policy"], r["behaviour"]): r["share"] for r in df.to_dict("records")}
-    assert got == approx({
-        ("base policy", "inspected_first"): 0.25, ("base policy", "repeated_query"): 0.0,
-        ("base policy", "answered_without_query"): 0.5, ("base policy", "rechecked_mutation"): 0.0,
-        (GRPO, "inspected_first"): 0.0, (GRPO, "repeated_query"): 1 / 3,
-        (GRPO, "answered_without_query"): 0.0, (GRPO, "rechecked_mutation"): 0.0,
-        (HS, "inspected_first"): 0.75, (HS, "repeated_query"): 0.0,
-        (HS, "answered_without_query"): 0.0, (HS, "rechecked_mutation"): 1 / 6})
+    assert got == approx(
+        {
+            ("base policy", "inspected_first"): 0.25,
+            ("base policy", "repeated_query"): 0.0,
+            ("base policy", "answered_without_query"): 0.5,
+            ("base policy", "rechecked_mutation"): 0.0,
+            (GRPO, "inspected_first"): 0.0,
+            (GRPO, "repeated_query"): 1 / 3,
+            (GRPO, "answered_without_query"): 0.0,
+            (GRPO, "rechecked_mutation"): 0.0,
+            (HS, "inspected_first"): 0.75,
+            (HS, "repeated_query"): 0.0,
+            (HS, "answered_without_query"): 0.0,
+            (HS, "rechecked_mutation"): 1 / 6,
+        }
+    )
     transfers = research.rq4_transfers(session, methods).to_dict("records")
-    assert transfers == [{"bench_task_id": "d1", "task_type": "select", "before": "0/6", "after": "3/6",
-                          "before_behaviours": "answered_without_query x3",
-                          "after_behaviours": "inspected_first x6, rechecked_mutation x2"}]
+    assert transfers == [
+        {
+            "bench_task_id": "d1",
+            "task_type": "select",
+            "before": "0/6",
+            "after": "3/6",
+            "before_behaviours": "answered_without_query x3",
+            "after_behaviours": "inspected_first x6, rechecked_mutation x2",
+        }
+    ]
 
 
 def test_rq5_rank1_shares_and_edge(session, methods):
@@ -124,13 +168,22 @@ def test_rq6_outside_harnesses(session, methods):
 
 
 def test_phenomena(session, methods):
-    loc = {(r["step"], r["sibling"]): (r["solved"], r["fixed"], r["broken"])
-           for r in research.locality(session, methods).to_dict("records")}
-    assert loc == {(0, "sib_a"): (2, 1, 0), (0, "sib_b"): (0, 0, 1), (2, "sib_a"): (2, 1, 1),
-                   (2, "sib_b"): (1, 1, 2), (4, "sib_a"): (1, 1, 3), (4, "sib_b"): (1, 0, 2)}
+    loc = {
+        (r["step"], r["sibling"]): (r["solved"], r["fixed"], r["broken"])
+        for r in research.locality(session, methods).to_dict("records")
+    }
+    assert loc == {
+        (0, "sib_a"): (2, 1, 0),
+        (0, "sib_b"): (0, 0, 1),
+        (2, "sib_a"): (2, 1, 1),
+        (2, "sib_b"): (1, 1, 2),
+        (4, "sib_a"): (1, 1, 3),
+        (4, "sib_b"): (1, 0, 2),
+    }
     comp = _records(research.complementarity(session, methods), "step")
     assert [v for s in (0, 2, 4) for v in (comp[s]["h0"], comp[s]["best_single"], comp[s]["oracle_union"])] == approx(
-        [0.25, 0.5, 0.5, 0.5, 0.5, 0.5, 0.75, 0.25, 0.5])
+        [0.25, 0.5, 0.5, 0.5, 0.5, 0.5, 0.75, 0.25, 0.5]
+    )
     assert comp[0]["best_single_name"] == "sib_a"
     edges = _records(research.non_stationarity(session, methods), "sibling")
     assert [edges["sib_a"][f"step {s}"] for s in (0, 2, 4)] == approx([0.25, 0.0, -0.5])
@@ -140,8 +193,12 @@ def test_phenomena(session, methods):
 def _bar_heights(fig, label):
     from matplotlib.container import BarContainer
 
-    return [p.get_height() for c in fig.axes[0].containers
-            if isinstance(c, BarContainer) and c.get_label() == label for p in c.patches]
+    return [
+        p.get_height()
+        for c in fig.axes[0].containers
+        if isinstance(c, BarContainer) and c.get_label() == label
+        for p in c.patches
+    ]
 
 
 def test_figures_plot_their_tables(session, methods):
@@ -164,8 +221,11 @@ def test_figures_plot_their_tables(session, methods):
     rq5 = figures.rq5_figure(t["rq5"])
     assert _bar_heights(rq5, "before") == approx([0.0, 1.0]) and _bar_heights(rq5, "after") == approx([0.5, 0.5])
     ns = figures.non_stationarity_figure(t["non_stationarity"])
-    lines = {line.get_label(): list(line.get_ydata()) for line in ns.axes[0].get_lines()
-             if not line.get_label().startswith("_")}
+    lines = {
+        line.get_label(): list(line.get_ydata())
+        for line in ns.axes[0].get_lines()
+        if not line.get_label().startswith("_")
+    }
     assert lines["sib_a"] == approx([0.25, 0.0, -0.5])
 
 
@@ -176,15 +236,24 @@ def test_write_report_and_cli(db_url, session, tmp_path):
     assert "75.00 ± 25.00" in text and "H0 is Rank-1 on 0.0% of tasks before training and 50.0% after." in text
     assert "rescue success over all stages" in text.lower() and "adaptive 2/7" in text and "fixed_profiles 2/6" in text
     pngs = sorted(p.name for p in (tmp_path / "r").glob("*.png"))
-    assert pngs == sorted(["rq1_pass.png", "rq2_h0_validation.png", "rq3_rescue_by_stage.png", "rq4_behaviours.png",
-                           "rq5_rank1_shares.png", "non_stationarity.png"])
+    assert pngs == sorted(
+        [
+            "rq1_pass.png",
+            "rq2_h0_validation.png",
+            "rq3_rescue_by_stage.png",
+            "rq4_behaviours.png",
+            "rq5_rank1_shares.png",
+            "non_stationarity.png",
+        ]
+    )
     assert all((tmp_path / "r" / p).stat().st_size > 1000 for p in pngs)
 
     from cli.main import app
 
     out = tmp_path / "cli"
-    result = CliRunner().invoke(app, ["report", "--run", "compare-hs", "--baseline", "pipe-grpo", "--out", str(out),
-                                      "--database-url", db_url])
+    result = CliRunner().invoke(
+        app, ["report", "--run", "compare-hs", "--baseline", "pipe-grpo", "--out", str(out), "--database-url", db_url]
+    )
     assert result.exit_code == 0, result.output
     assert "comparing harness_s (adaptive), grpo" in result.output
     assert "| grpo" in (out / "report.md").read_text() and "nan" not in (out / "report.md").read_text()
@@ -200,15 +269,21 @@ def test_a_baseline_alone_reports_without_the_missing_parts(session, tmp_path):
     text = write_report(report, tmp_path, "").read_text()
     assert "_no data: the compared runs do not include what this table needs._" in text
     assert "_none: no evaluation task the base policy never solved" in text
-    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["rq1_pass.png", "rq2_h0_validation.png",
-                                                              "rq4_behaviours.png"]
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "rq1_pass.png",
+        "rq2_h0_validation.png",
+        "rq4_behaviours.png",
+    ]
 
 
 def test_the_base_harness_gets_a_rank1_row_even_when_never_chosen(session, methods):
-    from db.models import RouterDecision
     from sqlalchemy import update
 
-    session.execute(update(RouterDecision).where(RouterDecision.run_id == "ev-r1").values(chosen=[handbuilt.H["sib_b"]]))
+    from db.models import RouterDecision
+
+    session.execute(
+        update(RouterDecision).where(RouterDecision.run_id == "ev-r1").values(chosen=[handbuilt.H["sib_b"]])
+    )
     shares = _records(research.rq5_rank1_shares(session, methods), "harness")
     assert (shares["h0"]["before"], shares["h0"]["after"]) == (0.0, 0.0)
     assert shares["sib_b"]["after"] == approx(1.0) and shares["sib_a"]["before"] == approx(1.0)

@@ -30,8 +30,9 @@ def test_bad_config_names_the_field(tmp_path):
 
 
 def test_unreachable_database(tmp_path):
-    text = _one_line_error(runner.invoke(app, ["traj", "list", "--database-url",
-                                               "postgresql+psycopg://postgres@127.0.0.1:9/nope"]))
+    text = _one_line_error(
+        runner.invoke(app, ["traj", "list", "--database-url", "postgresql+psycopg://postgres@127.0.0.1:9/nope"])
+    )
     assert "HS_DATABASE_URL" in text and "127.0.0.1:9" in text
 
 
@@ -52,29 +53,55 @@ def test_missing_model_directory(tmp_path):
 def test_train_with_a_missing_checkpoint(tmp_path, train_dir, monkeypatch):
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
     url = f"sqlite:///{tmp_path / 'hs.db'}"
-    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml",
-                                               "--init", "no-such-checkpoint", "--database-url", url]))
+    text = _one_line_error(
+        runner.invoke(
+            app,
+            [
+                "train",
+                "--config",
+                "configs/train_dbbench_smol.yaml",
+                "--init",
+                "no-such-checkpoint",
+                "--database-url",
+                url,
+            ],
+        )
+    )
     assert "model 'no-such-checkpoint' not found" in text and "checkpoint name" in text
 
 
 def test_train_harness_s_with_an_empty_pool(tmp_path):
-    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml",
-                                               "--set", "pool=[]"]))
+    text = _one_line_error(
+        runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml", "--set", "pool=[]"])
+    )
     assert "non-empty pool" in text
 
 
 def test_train_with_a_broken_sibling_harness(tmp_path, train_dir):
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: broken\nbenchmark: dbbench\nprompts: [not, a, mapping]\n")
-    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml",
-                                               "--set", f"pool=[{broken}]"]))
+    text = _one_line_error(
+        runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml", "--set", f"pool=[{broken}]"])
+    )
     assert "broken.yaml" in text
 
 
 def test_eval_of_a_missing_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
-    text = _one_line_error(runner.invoke(app, ["eval", "--checkpoint", "no-such-checkpoint", "--limit", "1",
-                                               "--database-url", f"sqlite:///{tmp_path / 'hs.db'}"]))
+    text = _one_line_error(
+        runner.invoke(
+            app,
+            [
+                "eval",
+                "--checkpoint",
+                "no-such-checkpoint",
+                "--limit",
+                "1",
+                "--database-url",
+                f"sqlite:///{tmp_path / 'hs.db'}",
+            ],
+        )
+    )
     assert "model 'no-such-checkpoint' not found" in text
 
 
@@ -83,8 +110,20 @@ def test_multi_process_launch_needs_the_deepspeed_backend(monkeypatch):
     monkeypatch.setenv("RANK", "0")
     text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml"]))
     assert "WORLD_SIZE=2" in text and "trainer.backend=deepspeed" in text
-    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml", "--set",
-                                               "trainer.backend=deepspeed", "--set", "trainer.zero_stage=3"]))
+    text = _one_line_error(
+        runner.invoke(
+            app,
+            [
+                "train",
+                "--config",
+                "configs/train_dbbench_smol.yaml",
+                "--set",
+                "trainer.backend=deepspeed",
+                "--set",
+                "trainer.zero_stage=3",
+            ],
+        )
+    )
     assert "zero_stage" in text
 
 
@@ -93,13 +132,17 @@ def test_harness_check_accepts_a_good_file_and_names_the_offending_construct(tmp
     assert ok.exit_code == 0 and "ok: harness 'query_before_answer'" in ok.output
     assert "before_action/block': 1" in ok.output
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: bad\nbenchmark: dbbench\nprompts: {system: s, task_template: t}\ncode_hooks:\n"
-                   "- at: after_step\n  name: esc\n  source: \"def hook(ctx, nb):\\n    return open('x')\"\n")
+    bad.write_text(
+        "name: bad\nbenchmark: dbbench\nprompts: {system: s, task_template: t}\ncode_hooks:\n"
+        "- at: after_step\n  name: esc\n  source: \"def hook(ctx, nb):\\n    return open('x')\"\n"
+    )
     text = _one_line_error(runner.invoke(app, ["harness", "check", str(bad)]))
     assert "bad.yaml" in text and "'open' is not allowed in hook code (line 2)" in text
     patch = tmp_path / "patch.yaml"
-    patch.write_text("name: c\ndescription: d\nroot_causes: [x]\nedits:\n- op: add_code_hook\n  hook:\n"
-                     "    at: before_action\n    name: loop\n    source: \"def hook(ctx, nb):\\n    while 1:\\n        pass\"\n")
+    patch.write_text(
+        "name: c\ndescription: d\nroot_causes: [x]\nedits:\n- op: add_code_hook\n  hook:\n"
+        '    at: before_action\n    name: loop\n    source: "def hook(ctx, nb):\\n    while 1:\\n        pass"\n'
+    )
     assert "'While' is not allowed" in _one_line_error(runner.invoke(app, ["harness", "check", str(patch)]))
     assert "no such file" in _one_line_error(runner.invoke(app, ["harness", "check", str(tmp_path / "nope.yaml")]))
 

@@ -46,8 +46,11 @@ def empty_dir(tmp_path, monkeypatch) -> Path:
 
 
 # 1 -------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("args", [["traj", "list"], ["traj", "show", "abcdef123"], ["report", "training"]],
-                         ids=["traj-list", "traj-show", "report-training"])
+@pytest.mark.parametrize(
+    "args",
+    [["traj", "list"], ["traj", "show", "abcdef123"], ["report", "training"]],
+    ids=["traj-list", "traj-show", "report-training"],
+)
 def test_read_commands_without_a_database_say_so_and_create_nothing(empty_dir, args):
     text = _one_line_error(runner.invoke(app, args))
     assert f"no trajectory database at {empty_dir.resolve() / '.hs' / 'hs.db'}" in text
@@ -56,8 +59,9 @@ def test_read_commands_without_a_database_say_so_and_create_nothing(empty_dir, a
 
 
 # 2 -------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("args", [["traj", "list", "--database-url"], ["db", "upgrade", "--url"]],
-                         ids=["reader", "writer"])
+@pytest.mark.parametrize(
+    "args", [["traj", "list", "--database-url"], ["db", "upgrade", "--url"]], ids=["reader", "writer"]
+)
 def test_sqlite_url_into_a_missing_folder_names_it_and_creates_nothing(empty_dir, args):
     text = _one_line_error(runner.invoke(app, [*args, "sqlite:///missing/dir/x.db"]))
     assert f"folder {empty_dir.resolve() / 'missing' / 'dir'} does not exist" in text
@@ -166,13 +170,23 @@ def test_run_left_running_by_a_dead_process_is_marked_crashed(tmp_path):
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     assert runner.invoke(app, ["db", "upgrade", "--url", url]).exit_code == 0
     host = socket.gethostname()
-    owners = {"dead": {"pid": _free_pid(), "host": host, "started": 1}, "alive": owner_record(),
-              "elsewhere": {"pid": _free_pid(), "host": host + "-elsewhere", "started": 1}}
+    owners = {
+        "dead": {"pid": _free_pid(), "host": host, "started": 1},
+        "alive": owner_record(),
+        "elsewhere": {"pid": _free_pid(), "host": host + "-elsewhere", "started": 1},
+    }
     engine = make_engine(url)
     with session_scope(engine) as s:
         for name, owner in owners.items():
-            store.upsert_run(s, id=f"train-{name}", kind="train", name=name, status="running",
-                             config={"mode": "grpo"}, results={"owner": owner})
+            store.upsert_run(
+                s,
+                id=f"train-{name}",
+                kind="train",
+                name=name,
+                status="running",
+                config={"mode": "grpo"},
+                results={"owner": owner},
+            )
         store.upsert_run(s, id="train-legacy", kind="train", name="legacy", status="running", config={})
 
     result = runner.invoke(app, ["traj", "list", "--database-url", url])
@@ -227,8 +241,12 @@ def test_temporary_prefect_api_dies_with_a_killed_hs(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_PROFILE")}
     env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_EPHEMERAL_ENABLED="true")
     hs = shutil.which("hs", path=str(Path(sys.executable).parent))
-    proc = subprocess.Popen([hs, "rerun", "00000000-0000-0000-0000-000000000000"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [hs, "rerun", "00000000-0000-0000-0000-000000000000"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     server = None
     try:
         deadline = time.monotonic() + 90
@@ -262,17 +280,28 @@ def test_rerun_sees_a_flow_run_whose_owner_died_as_crashed(tmp_path):
     assert runner.invoke(app, ["db", "upgrade", "--url", url]).exit_code == 0
     engine = make_engine(url)
     with session_scope(engine) as s:
-        for flow_run, owner in (("f-dead", {"pid": _free_pid(), "host": socket.gethostname(), "started": 1}),
-                                ("f-alive", owner_record())):
-            store.upsert_run(s, id=f"eval-{flow_run}", kind="eval", name=flow_run, status="running", config={},
-                             results={"owner": owner}, prefect_flow_run_id=flow_run)
+        for flow_run, owner in (
+            ("f-dead", {"pid": _free_pid(), "host": socket.gethostname(), "started": 1}),
+            ("f-alive", owner_record()),
+        ):
+            store.upsert_run(
+                s,
+                id=f"eval-{flow_run}",
+                kind="eval",
+                name=flow_run,
+                status="running",
+                config={},
+                results={"owner": owner},
+                prefect_flow_run_id=flow_run,
+            )
     engine.dispose()
     assert owner_is_gone("f-dead", url)
     assert not owner_is_gone("f-alive", url) and not owner_is_gone("f-unknown", url)
 
 
-def test_resuming_training_into_a_database_without_its_updates_says_so_before_any_flow(tmp_path, train_dir,
-                                                                                          monkeypatch):
+def test_resuming_training_into_a_database_without_its_updates_says_so_before_any_flow(
+    tmp_path, train_dir, monkeypatch
+):
     """The trainer state on disk says 2 updates are done; a new database has none of them."""
     import json
 
@@ -287,7 +316,8 @@ def test_resuming_training_into_a_database_without_its_updates_says_so_before_an
     folder.mkdir(parents=True)
     (folder / "progress.json").write_text(json.dumps({"updates": 2}))
     _flow_must_not_run(monkeypatch, "flows.train", "train")
-    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml",
-                                               "--set", f"state_dir={states}"]))
+    text = _one_line_error(
+        runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml", "--set", f"state_dir={states}"])
+    )
     assert f"its trainer state in {folder} has 2 finished updates" in text
     assert "no rows for 2 of them (updates 0..1)" in text and "hs db copy --from OLD_URL" in text

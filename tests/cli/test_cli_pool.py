@@ -31,11 +31,18 @@ def pools(tmp_path):
 
     h0 = load_harness("h0")
     edited = load_harness("inspect_first").model_copy(update={"guidance": "Look at three rows first."})
-    window3 = h0.model_copy(update={"name": "window3", "parent_ids": [h0.id],
-                                    "context": h0.context.model_copy(update={"history_window": 3})})
+    window3 = h0.model_copy(
+        update={
+            "name": "window3",
+            "parent_ids": [h0.id],
+            "context": h0.context.model_copy(update={"history_window": 3}),
+        }
+    )
     files = [str(dump_harness(spec, tmp_path / f"{spec.name}.yaml")) for spec in (edited, window3)]
     v2 = [a for s in ["schema_rows", "format_reminder", "query_before_answer", *files] for a in ("--sibling", s)]
-    out = _ok("freeze", "v2", "--root", str(root), "--no-dvc", "--harness", str(BUILTIN_DIR / "dbbench" / "h0.yaml"), *v2)
+    out = _ok(
+        "freeze", "v2", "--root", str(root), "--no-dvc", "--harness", str(BUILTIN_DIR / "dbbench" / "h0.yaml"), *v2
+    )
     assert "froze 6 harnesses as pool dbbench/v2" in out and "DVC" not in out
     return root
 

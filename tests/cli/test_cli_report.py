@@ -20,16 +20,41 @@ def test_report_training_side_by_side(tmp_path):
         for run, valid in (("run-hs", 0.75), ("run-grpo", 0.5)):
             store.upsert_run(s, id=run, kind="train", name=run, config={"mode": run[4:]}, status="completed")
             for step in (0, 1):
-                s.add(TrainStep(id=f"{run}-{step}", run_id=run, step=step, mode=run[4:], details={},
-                                metrics={"train/valid_group_ratio": valid, "rollout/rescues_triggered": 1.0,
-                                         "rollout/rescue_success": 1.0 if step else 0.0, "rollout/rollouts_spent": 24.0}))
-            s.add(Evaluation(id=f"{run}-e", run_id=run, benchmark="dbbench", split="train", harness_id=h0.id,
-                             routing="reanchor", k=1, n_seeds=1, n_bench_tasks=4,
-                             metrics={"step": 2, "success_rate": 0.25}))
+                s.add(
+                    TrainStep(
+                        id=f"{run}-{step}",
+                        run_id=run,
+                        step=step,
+                        mode=run[4:],
+                        details={},
+                        metrics={
+                            "train/valid_group_ratio": valid,
+                            "rollout/rescues_triggered": 1.0,
+                            "rollout/rescue_success": 1.0 if step else 0.0,
+                            "rollout/rollouts_spent": 24.0,
+                        },
+                    )
+                )
+            s.add(
+                Evaluation(
+                    id=f"{run}-e",
+                    run_id=run,
+                    benchmark="dbbench",
+                    split="train",
+                    harness_id=h0.id,
+                    routing="reanchor",
+                    k=1,
+                    n_seeds=1,
+                    n_bench_tasks=4,
+                    metrics={"step": 2, "success_rate": 0.25},
+                )
+            )
     runner = CliRunner()
     listed = runner.invoke(app, ["report", "training", "--database-url", url], env={"COLUMNS": "200"})
     assert listed.exit_code == 0 and "run-hs" in listed.output and "run-grpo" in listed.output
-    out = runner.invoke(app, ["report", "training", "run-hs", "run-grpo", "--database-url", url], env={"COLUMNS": "250"})
+    out = runner.invoke(
+        app, ["report", "training", "run-hs", "run-grpo", "--database-url", url], env={"COLUMNS": "250"}
+    )
     assert out.exit_code == 0, out.output
     hs_line = next(line for line in out.output.splitlines() if "run-hs" in line)
     grpo_line = next(line for line in out.output.splitlines() if "run-grpo" in line)

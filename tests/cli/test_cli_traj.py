@@ -22,7 +22,7 @@ class TwoTurns:
     name, max_context_tokens = "two-turns", 1000
 
     def __init__(self):
-        self.replies = ["Action: Operation\n```sql\nSELECT 1\n```", "Action: Answer\nFinal Answer: [\"1\"]"]
+        self.replies = ["Action: Operation\n```sql\nSELECT 1\n```", 'Action: Answer\nFinal Answer: ["1"]']
 
     def start(self, messages):
         return ChatSession(messages=list(messages), pending_ids=[7, 8, 9], pending_text="PROMPT-TEXT ")
@@ -46,11 +46,31 @@ def test_traj_list_and_show_render_turns_and_mask(tmp_path, data_dir):
     with session_scope(make_engine(url)) as s:
         s.add(Run(id="run-x", kind="eval", name="x", config={}, status="completed"))
         s.add(Harness(id=h0.id, name="h0", benchmark="dbbench", parent_ids=[], spec={}))
-        s.add(BenchTask(id=task.id, benchmark="dbbench", split="dev", index=0, task_type=task.task_type,
-                        description=task.description, record={}))
+        s.add(
+            BenchTask(
+                id=task.id,
+                benchmark="dbbench",
+                split="dev",
+                index=0,
+                task_type=task.task_type,
+                description=task.description,
+                record={},
+            )
+        )
         s.flush()
-        store.replace_group(s, build_group(run_id="run-x", step=0, bench_task_id=task.id, harness_id=h0.id,
-                                           seed=0, role="eval", checkpoint="base", results=[result]))
+        store.replace_group(
+            s,
+            build_group(
+                run_id="run-x",
+                step=0,
+                bench_task_id=task.id,
+                harness_id=h0.id,
+                seed=0,
+                role="eval",
+                checkpoint="base",
+                results=[result],
+            ),
+        )
     runner = CliRunner()
     listed = runner.invoke(app, ["traj", "list", "--database-url", url], env={"COLUMNS": "200"})
     assert listed.exit_code == 0 and task.id in listed.output and "wrong_answer" in listed.output

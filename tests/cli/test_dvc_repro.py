@@ -20,15 +20,32 @@ BIN = Path(sys.executable).parent
 
 TINY = {
     "name": "dvc-tiny",
-    "evolve": {"from": "configs/evolve_dbbench_smol.yaml", "warm_start": None, "rounds": 1, "children_per_parent": 1,
-               "tiers": ["easy"], "diagnose": {"n_tasks": 2, "k": 1, "min_support": 1},
-               "validation": {"max_tasks": 2, "n_controls": 0, "k": 1, "min_fixed": 1, "max_broken": 0},
-               "sampling": {"max_new_tokens": 8}, "env": {"max_rounds": 1},
-               "pool": {"version": "dvc", "root": "harness_pool/pools", "dvc": False}},
-    "train": {"from": "configs/train_dbbench_smol.yaml", "warm_start": None, "init": "smollm2-135m", "mode": "grpo",
-              "updates": 1, "batch_tasks": 1, "k": 2, "tiers": ["easy"],
-              "validation": {"split": "train", "n_tasks": 1, "k": 1}, "sampling": {"max_new_tokens": 8},
-              "env": {"max_rounds": 1}, "wandb": "disabled"},
+    "evolve": {
+        "from": "configs/evolve_dbbench_smol.yaml",
+        "warm_start": None,
+        "rounds": 1,
+        "children_per_parent": 1,
+        "tiers": ["easy"],
+        "diagnose": {"n_tasks": 2, "k": 1, "min_support": 1},
+        "validation": {"max_tasks": 2, "n_controls": 0, "k": 1, "min_fixed": 1, "max_broken": 0},
+        "sampling": {"max_new_tokens": 8},
+        "env": {"max_rounds": 1},
+        "pool": {"version": "dvc", "root": "harness_pool/pools", "dvc": False},
+    },
+    "train": {
+        "from": "configs/train_dbbench_smol.yaml",
+        "warm_start": None,
+        "init": "smollm2-135m",
+        "mode": "grpo",
+        "updates": 1,
+        "batch_tasks": 1,
+        "k": 2,
+        "tiers": ["easy"],
+        "validation": {"split": "train", "n_tasks": 1, "k": 1},
+        "sampling": {"max_new_tokens": 8},
+        "env": {"max_rounds": 1},
+        "wandb": "disabled",
+    },
     "evaluate": {"split": "dev", "limit": 2, "k": 1, "seeds": 1, "before": False, "rank1": False},
 }
 
@@ -44,10 +61,18 @@ def test_dvc_repro_runs_every_stage_in_a_fresh_clone_then_skips_them(tmp_path, d
     clone = tmp_path / "clone"
     _git_clean_clone(clone)
     (clone / "params.yaml").write_text(yaml.safe_dump(TINY, sort_keys=False))
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1", "WANDB_MODE": "disabled",
-           "PREFECT_HOME": str(tmp_path / "prefect"), "HS_GENERATED_DIR": ".hs/data"}
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "DVC_NO_ANALYTICS": "1",
+        "WANDB_MODE": "disabled",
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "HS_GENERATED_DIR": ".hs/data",
+    }
     env.pop("HS_DATABASE_URL", None)
-    first = subprocess.run([str(BIN / "dvc"), "repro"], cwd=clone, env=env, capture_output=True, text=True, timeout=1200)
+    first = subprocess.run(
+        [str(BIN / "dvc"), "repro"], cwd=clone, env=env, capture_output=True, text=True, timeout=1200
+    )
     assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
 
     lock = yaml.safe_load((clone / "dvc.lock").read_text())
@@ -64,7 +89,9 @@ def test_dvc_repro_runs_every_stage_in_a_fresh_clone_then_skips_them(tmp_path, d
         pipeline = s.scalars(select(Run).where(Run.kind == "pipeline")).one()
         assert pipeline.results["pool_version"] == "dvc" and pipeline.results["training"]["updates"] == 1
 
-    second = subprocess.run([str(BIN / "dvc"), "repro"], cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+    second = subprocess.run(
+        [str(BIN / "dvc"), "repro"], cwd=clone, env=env, capture_output=True, text=True, timeout=600
+    )
     assert second.returncode == 0, second.stderr[-2000:]
     assert "Running stage" not in second.stdout  # nothing changed, nothing ran
     assert second.stdout.count("didn't change, skipping") == 5

@@ -4,19 +4,23 @@ from configs.schema import CONFIG_DIR, ConfigError, EvalConfig, load_config, par
 
 
 def test_yaml_defaults_and_overrides():
-    cfg = load_config(EvalConfig, CONFIG_DIR / "eval_dbbench.yaml",
-                      {"k": 5, "sampling.temperature": 0.3, "limit": None})
+    cfg = load_config(
+        EvalConfig, CONFIG_DIR / "eval_dbbench.yaml", {"k": 5, "sampling.temperature": 0.3, "limit": None}
+    )
     assert cfg.k == 5 and cfg.sampling.temperature == 0.3 and cfg.split == "dev" and cfg.limit is None
     assert parse_override("env.backend=mysql") == ("env.backend", "mysql")
     assert parse_override("limit=4") == ("limit", 4)
 
 
-@pytest.mark.parametrize("override,field", [
-    ({"sampling.temperature": -1}, "sampling.temperature"),
-    ({"k": 0}, "'k'"),
-    ({"env.backend": "oracle"}, "env.backend"),
-    ({"sampling.nucleus": 0.5}, "sampling.nucleus"),
-])
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        ({"sampling.temperature": -1}, "sampling.temperature"),
+        ({"k": 0}, "'k'"),
+        ({"env.backend": "oracle"}, "env.backend"),
+        ({"sampling.nucleus": 0.5}, "sampling.nucleus"),
+    ],
+)
 def test_bad_values_name_the_field_and_the_fix(override, field):
     with pytest.raises(ConfigError) as info:
         load_config(EvalConfig, CONFIG_DIR / "eval_dbbench.yaml", override)
@@ -43,6 +47,10 @@ def test_openai_backend_needs_a_url():
 def test_set_null_clears_a_field_while_named_flags_left_out_change_nothing():
     from configs.schema import TrainConfig, load_config
 
-    cfg = load_config(TrainConfig, "configs/train_dbbench_smol.yaml", {"updates": None, "k": 4},
-                      ["warm_start=null", "trainer.lr=0.001"])
+    cfg = load_config(
+        TrainConfig,
+        "configs/train_dbbench_smol.yaml",
+        {"updates": None, "k": 4},
+        ["warm_start=null", "trainer.lr=0.001"],
+    )
     assert cfg.warm_start is None and cfg.updates == 20 and cfg.k == 4 and cfg.trainer.lr == 0.001

@@ -65,8 +65,15 @@ def _run_writers(url: str) -> None:
         s.add(Harness(id="h0", name="h0", benchmark="dbbench", spec={}))
         s.add(BenchTask(id="t0", benchmark="dbbench", split="dev", index=0, task_type="select", description="t"))
     go = Path(tempfile.mkdtemp()) / "go"
-    workers = [subprocess.Popen([sys.executable, "-c", _WRITER, url, *map(str, (w, GROUPS_EACH, K, TURNS, go))],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(WRITERS)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, url, *map(str, (w, GROUPS_EACH, K, TURNS, go))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(WRITERS)
+    ]
     for p in workers:  # all imported and connected
         assert p.stdout.readline().strip() == "ready", p.stderr.read()[-2000:]
     go.touch()

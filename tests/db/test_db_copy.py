@@ -15,7 +15,8 @@ from db.engine import make_engine, session_scope, upgrade
 from db.models import Run, Trajectory, Turn
 
 _spec = importlib.util.spec_from_file_location(
-    "handbuilt_db", Path(__file__).parents[1] / "analysis" / "handbuilt_db.py")
+    "handbuilt_db", Path(__file__).parents[1] / "analysis" / "handbuilt_db.py"
+)
 handbuilt = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(handbuilt)
 runner = CliRunner()
@@ -28,10 +29,23 @@ def _source(tmp_path) -> str:
     with session_scope(engine) as s:
         handbuilt.build(s)
         trajectory = s.scalars(select(Trajectory)).first()
-        s.add(Turn(id="turn-1", trajectory_id=trajectory.id, index=0, context_text="ctx", context_ids=[1, 2],
-                   completion_text="Action: Answer", completion_ids=[3], completion_logprobs=[-0.5], loss_mask=[0, 0, 1],
-                   action_kind="answer", action={"type": "AnswerAction", "values": ["1"]}, observation="",
-                   hook_events=[{"at": "on_init", "effect": "inject"}]))
+        s.add(
+            Turn(
+                id="turn-1",
+                trajectory_id=trajectory.id,
+                index=0,
+                context_text="ctx",
+                context_ids=[1, 2],
+                completion_text="Action: Answer",
+                completion_ids=[3],
+                completion_logprobs=[-0.5],
+                loss_mask=[0, 0, 1],
+                action_kind="answer",
+                action={"type": "AnswerAction", "values": ["1"]},
+                observation="",
+                hook_events=[{"at": "on_init", "effect": "inject"}],
+            )
+        )
     engine.dispose()
     return url
 
@@ -40,8 +54,13 @@ def _dump(url: str) -> dict:
     engine = make_engine(url)
     try:
         with engine.connect() as c:
-            return {t.name: {tuple(row[k.name] for k in t.primary_key.columns): dict(row)
-                             for row in c.execute(select(t)).mappings()} for t in tables()}
+            return {
+                t.name: {
+                    tuple(row[k.name] for k in t.primary_key.columns): dict(row)
+                    for row in c.execute(select(t)).mappings()
+                }
+                for t in tables()
+            }
     finally:
         engine.dispose()
 

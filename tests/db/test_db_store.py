@@ -127,13 +127,19 @@ def test_replace_group_stores_a_bounded_observation(engine, sample):
         sample.add_parents(session)
         replace_group(session, group)
     with session_scope(engine) as session:
-        stored = {t.index: t.observation for t in session.scalars(
-            select(Turn).where(Turn.trajectory_id == group.trajectories[0].id))}
-        untouched = session.scalars(select(Turn.observation).where(
-            Turn.trajectory_id == group.trajectories[1].id)).all()
+        stored = {
+            t.index: t.observation
+            for t in session.scalars(select(Turn).where(Turn.trajectory_id == group.trajectories[0].id))
+        }
+        untouched = session.scalars(
+            select(Turn.observation).where(Turn.trajectory_id == group.trajectories[1].id)
+        ).all()
     assert stored[1] is None and untouched == ["[(1,)]", "[(1,)]"]
     cut = len(huge) - MAX_STORED_OBSERVATION_CHARS
-    assert stored[0] == huge[:MAX_STORED_OBSERVATION_CHARS] + f"\n[observation cut for storage: {cut:,} more characters not stored]"
+    assert (
+        stored[0]
+        == huge[:MAX_STORED_OBSERVATION_CHARS] + f"\n[observation cut for storage: {cut:,} more characters not stored]"
+    )
     assert len(stored[0]) < MAX_STORED_OBSERVATION_CHARS + 100
     assert bounded_observation("y" * MAX_STORED_OBSERVATION_CHARS) == "y" * MAX_STORED_OBSERVATION_CHARS
 

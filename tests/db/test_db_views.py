@@ -194,9 +194,7 @@ def research_db(engine):
             ("t1", 2, "harness_s", partial),
             ("t2", 1, "grpo", {}),
         ]:
-            session.add(
-                TrainStep(id=f"ts-{run_id}-{step}", run_id=run_id, step=step, mode=mode, metrics=metrics)
-            )
+            session.add(TrainStep(id=f"ts-{run_id}-{step}", run_id=run_id, step=step, mode=mode, metrics=metrics))
 
         for (run_id, step, harness_id), rate in REANCHORS.items():
             n_tasks, k = REANCHOR_SIZE[run_id]
@@ -345,8 +343,7 @@ def test_sibling_edges(research_db):
 def test_behaviour_frequencies(research_db):
     actual = _rows(
         research_db,
-        "SELECT run_id, tag, n_tagged, n_trajectories, share "
-        "FROM behaviour_frequencies ORDER BY run_id, tag",
+        "SELECT run_id, tag, n_tagged, n_trajectories, share FROM behaviour_frequencies ORDER BY run_id, tag",
     )
     _assert_rows(
         actual,
@@ -362,8 +359,7 @@ def test_behaviour_frequencies(research_db):
 def test_rank1_shares(research_db):
     actual = _rows(
         research_db,
-        "SELECT run_id, harness_id, harness_name, n_tasks, share "
-        "FROM rank1_shares ORDER BY run_id, harness_id",
+        "SELECT run_id, harness_id, harness_name, n_tasks, share FROM rank1_shares ORDER BY run_id, harness_id",
     )
     _assert_rows(
         actual,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from envs.dbbench.backends import DEFAULT_MYSQL_URL
-from envs.dbbench.mysql_backend import parse_mysql_url
 from envs.dbbench.data import load_split
+from envs.dbbench.mysql_backend import parse_mysql_url
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,6 +45,7 @@ def mysql_url() -> str:
         with socket.create_connection((params["host"], params["port"]), timeout=2):
             pass
     except OSError as exc:
-        pytest.skip(f"MariaDB/MySQL not reachable at {params['host']}:{params['port']} ({exc}); "
-                    "start it or set HS_MYSQL_URL")
+        pytest.skip(
+            f"MariaDB/MySQL not reachable at {params['host']}:{params['port']} ({exc}); start it or set HS_MYSQL_URL"
+        )
     return url

@@ -8,9 +8,10 @@ import pytest
 from envs.base import DataError
 from envs.dbbench.backend_parity import compare_backends
 from envs.dbbench.backends import SqlResult, combine_row_hashes, row_hash
+from envs.dbbench.data import load_split
 from envs.dbbench.mysql_backend import MysqlBackend, parse_mysql_url
 from envs.dbbench.sqlite_backend import SqliteBackend
-from envs.dbbench.data import load_split
+
 
 def _insert_sql(task) -> str:
     """A row mixing text and NULLs (concat_ws must skip the NULLs on both backends)."""
@@ -31,7 +32,10 @@ def test_sqlite_functions_and_collation():
         db.create_table("1st table", ["a b", "c"], [["Montréal", "1"], [None, "2"]])
         result = db.execute("SELECT concat_ws(',', `a b`, NULL, c), md5('a') FROM `1st table` ORDER BY c")
         assert result.error is None
-        assert result.rows == [("Montréal,1", "0cc175b9c0f1b6a831c399e269772661"), ("2", "0cc175b9c0f1b6a831c399e269772661")]
+        assert result.rows == [
+            ("Montréal,1", "0cc175b9c0f1b6a831c399e269772661"),
+            ("2", "0cc175b9c0f1b6a831c399e269772661"),
+        ]
         # MySQL's default collation: case- and accent-insensitive equality
         assert db.execute("SELECT c FROM `1st table` WHERE `a b` = 'MONTREAL'") == SqlResult(rows=[("1",)])
 
@@ -50,8 +54,14 @@ def test_sqlite_guards():
         assert db.table_hash("t", ["a"]) == combine_row_hashes([row_hash(row) for row in table_rows])
 
 
-INSPECT = ["SHOW TABLES", "DESCRIBE `1st table`", "DESC `1st table`;", "SHOW COLUMNS FROM `1st table`",
-           "EXPLAIN `1st table`", "DESCRIBE `1ST TABLE`"]
+INSPECT = [
+    "SHOW TABLES",
+    "DESCRIBE `1st table`",
+    "DESC `1st table`;",
+    "SHOW COLUMNS FROM `1st table`",
+    "EXPLAIN `1st table`",
+    "DESCRIBE `1ST TABLE`",
+]
 
 
 def test_sqlite_answers_mysql_inspection_statements():

@@ -50,8 +50,12 @@ def test_select_answer_verdict(select_task):
         assert env.step(AnswerAction(["March 19, 1998"])).done
         verdict = env.verify()
         assert verdict.success and verdict.reward == 1.0
-        assert verdict.details == {"answered": True, "answer": ["March 19, 1998"], "rounds_used": 1,
-                                   "expected": ["March 19, 1998"]}
+        assert verdict.details == {
+            "answered": True,
+            "answer": ["March 19, 1998"],
+            "rounds_used": 1,
+            "expected": ["March 19, 1998"],
+        }
 
 
 def test_mutation_judged_by_table_state(insert_task):

@@ -9,12 +9,17 @@ from envs.dbbench.sqlite_dialect import MysqlSyntaxError, mysql_to_sqlite
     ("mysql", "sqlite"),
     [
         # numbers after a comparison compare numerically, as MySQL does against TEXT
-        ("SELECT a FROM t WHERE x<107.7 AND y >= -5 AND z=16 LIMIT 3",
-         "SELECT a FROM t WHERE x<CAST(107.7 AS NUMERIC) AND y >= CAST(-5 AS NUMERIC) AND z=CAST(16 AS NUMERIC) LIMIT 3"),
+        (
+            "SELECT a FROM t WHERE x<107.7 AND y >= -5 AND z=16 LIMIT 3",
+            "SELECT a FROM t WHERE x<CAST(107.7 AS NUMERIC) AND y >= CAST(-5 AS NUMERIC) "
+            "AND z=CAST(16 AS NUMERIC) LIMIT 3",
+        ),
         ("SELECT * FROM t WHERE a = '5' AND b IN (1, 2)", "SELECT * FROM t WHERE a = '5' AND b IN (1, 2)"),
         # digit-leading bare identifiers are quoted; numbers are not
-        ("INSERT INTO 1952_British_Grand_Prix_0 (Pos) VALUES (22)",
-         "INSERT INTO `1952_British_Grand_Prix_0` (Pos) VALUES (22)"),
+        (
+            "INSERT INTO 1952_British_Grand_Prix_0 (Pos) VALUES (22)",
+            "INSERT INTO `1952_British_Grand_Prix_0` (Pos) VALUES (22)",
+        ),
         ("SELECT 2.5e3, 1e5, 0x1F, 12 FROM t", "SELECT 2.5e3, 1e5, 0x1F, 12 FROM t"),
         ("SELECT t.1col FROM t", "SELECT t.`1col` FROM t"),
         # MySQL backslash escapes become the characters they stand for
@@ -41,7 +46,7 @@ def test_mysql_to_sqlite(mysql, sqlite):
         "SELECT * FROM 'Football Matches'",
         'SELECT COUNT(*) FROM "Tennis Matches"',
         "INSERT INTO 'x' VALUES (1)",
-        "SELECT * FROM a JOIN \"b\" ON a.x = b.x",
+        'SELECT * FROM a JOIN "b" ON a.x = b.x',
     ],
 )
 def test_mysql_rejects_what_sqlite_would_accept(sql):

@@ -8,9 +8,9 @@ import pytest
 
 from envs.base import DataError
 from envs.dbbench.backends import quote_ident
-from envs.dbbench.sqlite_backend import SqliteBackend
 from envs.dbbench.data import TIERS, load_split, parse_tiers
 from envs.dbbench.gold import check_gold
+from envs.dbbench.sqlite_backend import SqliteBackend
 from envs.dbbench.train_split import build_train_split, normalise_description, tier_sizes
 
 
@@ -108,15 +108,22 @@ def test_easy_update_changes_exactly_one_cell(built):
             assert db.execute(task.gold_sql).error is None
             after = _table_rows(db, task)
         assert len(before) == len(after)
-        changed = [(r, c) for r, (old, new) in enumerate(zip(before, after))
-                   for c, (a, b) in enumerate(zip(old, new)) if a != b]
+        changed = [
+            (r, c)
+            for r, (old, new) in enumerate(zip(before, after))
+            for c, (a, b) in enumerate(zip(old, new))
+            if a != b
+        ]
         assert len(changed) == 1, (task.id, task.description, changed)
 
 
 def test_no_validation_or_test_description_reused(built, data_dir):
     _, _, records = built
-    upstream = {normalise_description(t.description)
-                for split in ("dev", "standard") for t in load_split(split, data_dir=data_dir)}
+    upstream = {
+        normalise_description(t.description)
+        for split in ("dev", "standard")
+        for t in load_split(split, data_dir=data_dir)
+    }
     generated = [normalise_description(r["description"]) for r in records]
     assert not upstream & set(generated)
     assert len(set(generated)) == len(generated)

@@ -73,14 +73,22 @@ SQLITE_CASES = [
     Hostile("printf-precision", ("SELECT printf('%.*c', 1000000000, 'x')",), "error", "printf"),
     Hostile("replace-hex-zeroblob", ("SELECT replace(hex(zeroblob(400000)), '0', 'xxxxxxxxxx')",), "error", "too big"),
     Hostile("concat-flood", ("SELECT concat(" + ", ".join(["randomblob(999999)"] * 60) + ")",), "error", "too big"),
-    Hostile("group-concat-flood", (f"{_recursive(10_000_000)} SELECT group_concat('xxxxxxxxxxxxxxxxxxxx') FROM c",),
-            "error"),
+    Hostile(
+        "group-concat-flood", (f"{_recursive(10_000_000)} SELECT group_concat('xxxxxxxxxxxxxxxxxxxx') FROM c",), "error"
+    ),
     # the database (64 MiB) and TEMP tables (16 MiB) cannot grow without bound
-    Hostile("insert-select-growth", ("CREATE TABLE flood (a TEXT)",
-                                     f"{_recursive()} INSERT INTO flood SELECT randomblob(900000) FROM c"),
-            "error", "full"),
-    Hostile("temp-table-growth", (f"CREATE TEMP TABLE flood AS {_recursive()} SELECT randomblob(900000) AS a FROM c",),
-            "error", "full"),
+    Hostile(
+        "insert-select-growth",
+        ("CREATE TABLE flood (a TEXT)", f"{_recursive()} INSERT INTO flood SELECT randomblob(900000) FROM c"),
+        "error",
+        "full",
+    ),
+    Hostile(
+        "temp-table-growth",
+        (f"CREATE TEMP TABLE flood AS {_recursive()} SELECT randomblob(900000) AS a FROM c",),
+        "error",
+        "full",
+    ),
     # sorts and DISTINCT sets live in the heap: the hard heap limit or the deadline stops them
     Hostile("sort-flood", (f"{_recursive()} SELECT x, randomblob(1000) FROM c ORDER BY 2",), "error"),
     # result floods: at most 1,000 rows / 1,000,000 printed characters come back
@@ -89,19 +97,40 @@ SQLITE_CASES = [
     Hostile("wide-row", ("SELECT " + ", ".join(["randomblob(999999)"] * 60),), "truncated", "first 0 rows"),
     Hostile("statement-too-long", ("SELECT '" + "x" * 200_000 + "'",), "error", "too long"),
     # quadratic built-ins would run for minutes inside one VM step, out of the deadline's reach
-    Hostile("trim-quadratic", ("SELECT length(trim(hex(zeroblob(499999)), "
-                               "replace(hex(zeroblob(499999)), '0', 'x') || '0'))",), "result"),
-    Hostile("instr-quadratic", (f"WITH v(h, n) AS (SELECT {_BIG_TEXT}, {_HALF_TEXT}) "
-                                "SELECT instr(h, n), instr(h || 'c', n), instr(h || 'd', n) FROM v",), "result"),
-    Hostile("replace-quadratic", (f"WITH v(h, n) AS (SELECT {_BIG_TEXT}, {_HALF_TEXT}) "
-                                  "SELECT length(replace(h, n, '')), length(replace(h || 'c', n, '')), "
-                                  "length(replace(h || 'd', n, '')) FROM v",), "result"),
+    Hostile(
+        "trim-quadratic",
+        ("SELECT length(trim(hex(zeroblob(499999)), replace(hex(zeroblob(499999)), '0', 'x') || '0'))",),
+        "result",
+    ),
+    Hostile(
+        "instr-quadratic",
+        (
+            f"WITH v(h, n) AS (SELECT {_BIG_TEXT}, {_HALF_TEXT}) "
+            "SELECT instr(h, n), instr(h || 'c', n), instr(h || 'd', n) FROM v",
+        ),
+        "result",
+    ),
+    Hostile(
+        "replace-quadratic",
+        (
+            f"WITH v(h, n) AS (SELECT {_BIG_TEXT}, {_HALF_TEXT}) "
+            "SELECT length(replace(h, n, '')), length(replace(h || 'c', n, '')), "
+            "length(replace(h || 'd', n, '')) FROM v",
+        ),
+        "result",
+    ),
     # the statement deadline still applies
     Hostile("recursive-count", (f"{_recursive()} SELECT count(*) FROM c",), "timeout"),
     Hostile("cross-join-count", (f"{_recursive(100_000)} SELECT count(*) FROM c AS a, c AS b",), "timeout"),
-    Hostile("collation-sort", ("CREATE TABLE big (a TEXT COLLATE MYSQL)",
-                               *[f"{_recursive(1_000_000)} INSERT INTO big SELECT x % 1000 FROM c"] * 5,
-                               "SELECT a FROM big ORDER BY a"), "timeout"),
+    Hostile(
+        "collation-sort",
+        (
+            "CREATE TABLE big (a TEXT COLLATE MYSQL)",
+            *[f"{_recursive(1_000_000)} INSERT INTO big SELECT x % 1000 FROM c"] * 5,
+            "SELECT a FROM big ORDER BY a",
+        ),
+        "timeout",
+    ),
     # files, limits and code outside the in-memory database
     Hostile("attach-file", ("ATTACH DATABASE '{sentinel}' AS outside",), "error"),
     Hostile("vacuum-into", ("VACUUM INTO ('{sentinel}')",), "error"),
@@ -158,12 +187,19 @@ def sqlite_outcomes(data_dir, tmp_path_factory):
     spec = {
         "data_dir": str(data_dir),
         "task_index": TASK_INDEX,
-        "cases": [{"id": c.id, "statements": [s.format(sentinel=sentinels / f"{c.id}.db") for s in c.statements]}
-                  for c in SQLITE_CASES],
+        "cases": [
+            {"id": c.id, "statements": [s.format(sentinel=sentinels / f"{c.id}.db") for s in c.statements]}
+            for c in SQLITE_CASES
+        ],
     }
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(CHILD_AS_LIMIT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        [sys.executable, "-c", CHILD, str(CHILD_AS_LIMIT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     try:
         out, err = proc.communicate(json.dumps(spec), timeout=CHILD_TIMEOUT_S)
@@ -226,11 +262,26 @@ def test_sqlite_linear_shims_match_builtins():
     from envs.dbbench.sqlite_backend import SqliteBackend
 
     exprs = [
-        "replace('a-b-c', '-', '')", "replace(12.0, '.', ',')", "replace(123, 2, 'x')", "replace('abc', '', NULL)",
-        "replace(NULL, 'a', 'b')", "replace('aaa', 'aa', 'b')", "replace('ééé', 'é', 'e')", "replace(1.5e20, 'e', 'E')",
-        "instr('abc', 'c')", "instr('abc', '')", "instr('héllo', 'l')", "instr(x'010203', x'03')", "instr(NULL, 'a')",
-        "instr(12345, 34)", "trim('xxaxx', 'x')", "ltrim('xyaxy', 'yx')", "rtrim('aé é', ' é')", "trim('abc', '')",
-        "trim(NULL, 'a')", "trim(10.50, '0')",
+        "replace('a-b-c', '-', '')",
+        "replace(12.0, '.', ',')",
+        "replace(123, 2, 'x')",
+        "replace('abc', '', NULL)",
+        "replace(NULL, 'a', 'b')",
+        "replace('aaa', 'aa', 'b')",
+        "replace('ééé', 'é', 'e')",
+        "replace(1.5e20, 'e', 'E')",
+        "instr('abc', 'c')",
+        "instr('abc', '')",
+        "instr('héllo', 'l')",
+        "instr(x'010203', x'03')",
+        "instr(NULL, 'a')",
+        "instr(12345, 34)",
+        "trim('xxaxx', 'x')",
+        "ltrim('xyaxy', 'yx')",
+        "rtrim('aé é', ' é')",
+        "trim('abc', '')",
+        "trim(NULL, 'a')",
+        "trim(10.50, '0')",
     ]
     plain = sqlite3.connect(":memory:")
     with SqliteBackend() as db:
@@ -248,8 +299,9 @@ def test_sqlite_result_caps_and_step_never_raises(dev_tasks, monkeypatch):
     with DbBenchEnv(task) as env:
         env.reset()
         text = env.step(SqlAction(f"{_recursive(1500)} SELECT x FROM c")).observation
-        assert text.endswith("[output truncated: showing the first 1000 rows; at most 1,000 rows and "
-                             "1,000,000 characters are shown]")
+        assert text.endswith(
+            "[output truncated: showing the first 1000 rows; at most 1,000 rows and 1,000,000 characters are shown]"
+        )
         assert text.startswith("[(1,), (2,)") and "(1000,)]\n" in text
         assert env.step(SqlAction(f"{_recursive(1000)} SELECT x FROM c")).observation.endswith("(1000,)]")
 
@@ -267,35 +319,67 @@ def test_sqlite_result_caps_and_step_never_raises(dev_tasks, monkeypatch):
 
 MYSQL_CASES = [
     # code the agent defines must never run as anyone else (it cannot define any now)
-    Hostile("invoker-function-view", (
-        "CREATE FUNCTION hs_escape() RETURNS INT SQL SECURITY INVOKER MODIFIES SQL DATA "
-        "BEGIN INSERT INTO `{canary}`.`canary` VALUES ('escaped'); RETURN 1; END",
-        "DROP TABLE `{table}`",
-        "CREATE SQL SECURITY INVOKER VIEW `{table}` AS SELECT {view_columns}",
-    ), "error", "denied", verdict_fails=True),
+    Hostile(
+        "invoker-function-view",
+        (
+            "CREATE FUNCTION hs_escape() RETURNS INT SQL SECURITY INVOKER MODIFIES SQL DATA "
+            "BEGIN INSERT INTO `{canary}`.`canary` VALUES ('escaped'); RETURN 1; END",
+            "DROP TABLE `{table}`",
+            "CREATE SQL SECURITY INVOKER VIEW `{table}` AS SELECT {view_columns}",
+        ),
+        "error",
+        "denied",
+        verdict_fails=True,
+    ),
     Hostile("definer-view", ("CREATE VIEW hs_view AS SELECT * FROM `{table}`",), "error", "denied"),
-    Hostile("trigger", ("CREATE TRIGGER hs_trigger BEFORE INSERT ON `{table}` FOR EACH ROW "
-                        "INSERT INTO `{canary}`.`canary` VALUES ('trigger')",), "error", "denied"),
-    Hostile("event", ("CREATE EVENT hs_event ON SCHEDULE EVERY 1 SECOND "
-                      "DO INSERT INTO `{canary}`.`canary` VALUES ('event')",), "error", "denied"),
-    Hostile("procedure-sleep-loop", ("CREATE PROCEDURE hs_loop() BEGIN LOOP DO SLEEP(0.1); END LOOP; END",
-                                     "CALL hs_loop()"), "error"),
+    Hostile(
+        "trigger",
+        (
+            "CREATE TRIGGER hs_trigger BEFORE INSERT ON `{table}` FOR EACH ROW "
+            "INSERT INTO `{canary}`.`canary` VALUES ('trigger')",
+        ),
+        "error",
+        "denied",
+    ),
+    Hostile(
+        "event",
+        ("CREATE EVENT hs_event ON SCHEDULE EVERY 1 SECOND DO INSERT INTO `{canary}`.`canary` VALUES ('event')",),
+        "error",
+        "denied",
+    ),
+    Hostile(
+        "procedure-sleep-loop",
+        ("CREATE PROCEDURE hs_loop() BEGIN LOOP DO SLEEP(0.1); END LOOP; END", "CALL hs_loop()"),
+        "error",
+    ),
     # wall-clock limit, also for what max_statement_time misses
     Hostile("compound-sleep-loop", ("BEGIN NOT ATOMIC LOOP DO SLEEP(0.1); END LOOP; END",), "timeout"),
-    Hostile("compound-busy-loop", ("BEGIN NOT ATOMIC DECLARE i INT DEFAULT 0; LOOP SET i = i + 1; END LOOP; END",),
-            "timeout"),
+    Hostile(
+        "compound-busy-loop",
+        ("BEGIN NOT ATOMIC DECLARE i INT DEFAULT 0; LOOP SET i = i + 1; END LOOP; END",),
+        "timeout",
+    ),
     Hostile("sleep", ("SELECT SLEEP(30)",), "timeout"),
     Hostile("sleep-without-server-limit", ("SET SESSION max_statement_time = 0", "SELECT SLEEP(30)"), "timeout"),
     Hostile("benchmark", ("SELECT BENCHMARK(10000000000, md5('x'))",), "timeout"),
     # result floods
-    Hostile("recursive-cte-rows", ("SET STATEMENT max_recursive_iterations = 10000000 FOR WITH RECURSIVE c(x) AS "
-                                   "(SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000) SELECT x FROM c",),
-            "truncated", "showing the first 1000 rows"),
+    Hostile(
+        "recursive-cte-rows",
+        (
+            "SET STATEMENT max_recursive_iterations = 10000000 FOR WITH RECURSIVE c(x) AS "
+            "(SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000) SELECT x FROM c",
+        ),
+        "truncated",
+        "showing the first 1000 rows",
+    ),
     Hostile("sequence-rows", ("SELECT seq FROM seq_1_to_100000000",), "truncated"),
     Hostile("cross-join-rows", ("SELECT * FROM `{table}` a, `{table}` b, `{table}` c",), "truncated"),
     Hostile("big-cell", ("SELECT REPEAT('x', 10000000)",), "truncated", "first 0 rows"),
-    Hostile("group-concat-cell", ("SET SESSION group_concat_max_len = 100000000",
-                                  "SELECT group_concat(REPEAT('x', 1000000)) FROM seq_1_to_12"), "truncated"),
+    Hostile(
+        "group-concat-cell",
+        ("SET SESSION group_concat_max_len = 100000000", "SELECT group_concat(REPEAT('x', 1000000)) FROM seq_1_to_12"),
+        "truncated",
+    ),
     # other databases, files, users and the server itself
     Hostile("read-mysql-user", ("SELECT user, host, password FROM mysql.user",), "error", "denied"),
     Hostile("read-other-rollout", ("SELECT * FROM `{other}`.`secret`",), "error", "denied", forbidden="top-secret"),
@@ -303,23 +387,45 @@ MYSQL_CASES = [
     Hostile("load-file", ("SELECT LOAD_FILE('/etc/passwd')",), "result", forbidden="root:"),
     Hostile("into-outfile", ("SELECT 'x' INTO OUTFILE '{sentinel}'",), "error", "denied"),
     Hostile("into-dumpfile", ("SELECT 'x' INTO DUMPFILE '{sentinel}'",), "error", "denied"),
-    Hostile("load-data-infile", ("LOAD DATA INFILE '/etc/passwd' INTO TABLE `{table}`",), "error", "denied",
-            forbidden="root:"),
-    Hostile("load-data-local", ("LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE `{table}`",), "error",
-            forbidden="root:"),
+    Hostile(
+        "load-data-infile",
+        ("LOAD DATA INFILE '/etc/passwd' INTO TABLE `{table}`",),
+        "error",
+        "denied",
+        forbidden="root:",
+    ),
+    Hostile(
+        "load-data-local", ("LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE `{table}`",), "error", forbidden="root:"
+    ),
     # no privilege governs DATA/INDEX DIRECTORY: mysqld would create directories and files there
     Hostile("data-directory", ("CREATE TABLE hs_outside (a INT) DATA DIRECTORY = '{sentinel_dir}'",), "error"),
-    Hostile("index-directory-after-sql-mode", ("SET SESSION sql_mode = ''",
-                                              "CREATE TABLE hs_outside (a INT, KEY (a)) ENGINE = MyISAM "
-                                              "DATA DIRECTORY = '{sentinel_dir}' INDEX DIRECTORY = '{sentinel_dir}'"),
-            "error"),
-    Hostile("data-directory-prepared", ("SET SESSION sql_mode = ''",
-                                        "SET @s = CONCAT('CREATE TABLE hs_outside (a INT) DATA DIREC', "
-                                        "'TORY = ''{sentinel_dir}''')",
-                                        "PREPARE hs_statement FROM @s", "EXECUTE hs_statement"), "error"),
-    Hostile("data-directory-execute-immediate", (
-        "BEGIN NOT ATOMIC SET sql_mode = ''; EXECUTE IMMEDIATE "
-        "CONCAT('CREATE TABLE hs_outside (a INT) DATA DIREC', 'TORY = ''{sentinel_dir}'''); END",), "error"),
+    Hostile(
+        "index-directory-after-sql-mode",
+        (
+            "SET SESSION sql_mode = ''",
+            "CREATE TABLE hs_outside (a INT, KEY (a)) ENGINE = MyISAM "
+            "DATA DIRECTORY = '{sentinel_dir}' INDEX DIRECTORY = '{sentinel_dir}'",
+        ),
+        "error",
+    ),
+    Hostile(
+        "data-directory-prepared",
+        (
+            "SET SESSION sql_mode = ''",
+            "SET @s = CONCAT('CREATE TABLE hs_outside (a INT) DATA DIREC', 'TORY = ''{sentinel_dir}''')",
+            "PREPARE hs_statement FROM @s",
+            "EXECUTE hs_statement",
+        ),
+        "error",
+    ),
+    Hostile(
+        "data-directory-execute-immediate",
+        (
+            "BEGIN NOT ATOMIC SET sql_mode = ''; EXECUTE IMMEDIATE "
+            "CONCAT('CREATE TABLE hs_outside (a INT) DATA DIREC', 'TORY = ''{sentinel_dir}'''); END",
+        ),
+        "error",
+    ),
     Hostile("create-user", ("CREATE USER '{evil_user}'@'%' IDENTIFIED BY 'x'",), "error", "denied"),
     Hostile("grant", ("GRANT ALL PRIVILEGES ON *.* TO CURRENT_USER()",), "error", "denied"),
     Hostile("set-global", ("SET GLOBAL max_connections = 1",), "error", "denied"),
@@ -377,8 +483,10 @@ def canary(mysql_world):
     mysql_world.query(f"INSERT INTO `{name}`.`canary` VALUES ('intact')")
 
     def rows():
-        return (mysql_world.query(f"SELECT v FROM `{name}`.`canary`"),
-                mysql_world.query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (name,)))
+        return (
+            mysql_world.query(f"SELECT v FROM `{name}`.`canary`"),
+            mysql_world.query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (name,)),
+        )
 
     try:
         yield SimpleNamespace(name=name, rows=rows, before=rows())
@@ -419,8 +527,11 @@ def host_dir(tmp_path):
     """
     path = tmp_path / "host"
     path.mkdir()
-    opened = [(folder, folder.stat().st_mode) for folder in path.parents
-              if str(folder).startswith("/tmp/") and folder.stat().st_uid == os.getuid()]
+    opened = [
+        (folder, folder.stat().st_mode)
+        for folder in path.parents
+        if str(folder).startswith("/tmp/") and folder.stat().st_uid == os.getuid()
+    ]
     for folder, mode in opened:
         folder.chmod(mode | 0o711)  # traversable, not listable
     path.chmod(0o777)
@@ -437,8 +548,11 @@ def test_mysql_hostile_statement(case, mysql_world, canary, dev_tasks, host_dir)
     task = dev_tasks[TASK_INDEX]
     sentinel_dir = host_dir
     fields = {
-        "table": task.table_name, "canary": canary.name, "other": mysql_world.other.database,
-        "sentinel": host_dir / "sentinel.txt", "sentinel_dir": sentinel_dir,
+        "table": task.table_name,
+        "canary": canary.name,
+        "other": mysql_world.other.database,
+        "sentinel": host_dir / "sentinel.txt",
+        "sentinel_dir": sentinel_dir,
         "admin_thread": mysql_world.root.thread_id(),
         "evil_user": f"hs_evil_{secrets.token_hex(4)}",
         "view_columns": ", ".join(f"hs_escape() AS {quote_ident(c)}" for c in storage_columns(task.columns)),
@@ -451,8 +565,15 @@ def test_mysql_hostile_statement(case, mysql_world, canary, dev_tasks, host_dir)
         for statement in case.statements:
             result, seconds = _guarded(lambda s=statement: env.step(SqlAction(s.format(**fields))), user, mysql_world)
             text = result.observation
-            steps.append({"seconds": seconds, "length": len(text), "error": result.error,
-                          "head": text[:300], "tail": text[-300:]})
+            steps.append(
+                {
+                    "seconds": seconds,
+                    "length": len(text),
+                    "error": result.error,
+                    "head": text[:300],
+                    "tail": text[-300:],
+                }
+            )
         verdict, _ = _guarded(env.verify, user, mysql_world)
     finally:
         mysql_world.kill_sessions(user)  # nothing the episode started may outlive it
@@ -477,8 +598,18 @@ def test_mysql_rollout_user_privileges(mysql_url):
             cur.execute(f"SHOW GRANTS FOR '{db.database[:32]}'@'%'")
             grants = " ".join(row[0] for row in cur.fetchall())
     assert "ALL PRIVILEGES" not in grants
-    for allowed in ("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "INDEX",
-                    "CREATE TEMPORARY TABLES", "LOCK TABLES"):
+    for allowed in (
+        "SELECT",
+        "INSERT",
+        "UPDATE",
+        "DELETE",
+        "CREATE",
+        "DROP",
+        "ALTER",
+        "INDEX",
+        "CREATE TEMPORARY TABLES",
+        "LOCK TABLES",
+    ):
         assert allowed in grants
     for denied in ("CREATE VIEW", "SHOW VIEW", "CREATE ROUTINE", "ALTER ROUTINE", "EXECUTE", "TRIGGER", "EVENT"):
         assert denied not in grants
@@ -499,17 +630,21 @@ def test_mysql_hash_never_runs_agent_code_as_root(defence, mysql_world, canary, 
         if defence != "base-table-check":
             monkeypatch.setattr(env.db, "_require_base_table", lambda cur, name: None)
         if defence != "hash-as-agent-user":  # the old way: hash on root's connection
-            monkeypatch.setattr(env.db, "_connect_as_agent",
-                                lambda **extra: env.db._connect(**env.db._params, database=env.db.database))
-        mysql_world.query(f"GRANT CREATE VIEW, CREATE ROUTINE, ALTER ROUTINE, EXECUTE ON `{env.db.database}`.* "
-                          f"TO '{user}'@'%'")
+            monkeypatch.setattr(
+                env.db, "_connect_as_agent", lambda **extra: env.db._connect(**env.db._params, database=env.db.database)
+            )
+        mysql_world.query(
+            f"GRANT CREATE VIEW, CREATE ROUTINE, ALTER ROUTINE, EXECUTE ON `{env.db.database}`.* TO '{user}'@'%'"
+        )
         columns = ", ".join(f"hs_escape() AS {quote_ident(c)}" for c in storage_columns(task.columns))
         # database privileges reach an open session at its next USE
-        for sql in (f"USE `{env.db.database}`",
-                    f"CREATE FUNCTION hs_escape() RETURNS INT SQL SECURITY INVOKER MODIFIES SQL DATA "
-                    f"BEGIN INSERT INTO `{canary.name}`.`canary` VALUES ('escaped'); RETURN 1; END",
-                    f"DROP TABLE `{task.table_name}`",
-                    f"CREATE SQL SECURITY INVOKER VIEW `{task.table_name}` AS SELECT {columns}"):
+        for sql in (
+            f"USE `{env.db.database}`",
+            f"CREATE FUNCTION hs_escape() RETURNS INT SQL SECURITY INVOKER MODIFIES SQL DATA "
+            f"BEGIN INSERT INTO `{canary.name}`.`canary` VALUES ('escaped'); RETURN 1; END",
+            f"DROP TABLE `{task.table_name}`",
+            f"CREATE SQL SECURITY INVOKER VIEW `{task.table_name}` AS SELECT {columns}",
+        ):
             assert env.step(SqlAction(sql)).error is None, sql
         verdict = env.verify()
     finally:

@@ -24,8 +24,10 @@ def every_id(url: str) -> dict:
     engine = make_engine(url)
     try:
         with engine.connect() as c:
-            return {t.name: sorted(tuple(r) for r in c.execute(select(*t.primary_key.columns)))
-                    for t in Base.metadata.sorted_tables}
+            return {
+                t.name: sorted(tuple(r) for r in c.execute(select(*t.primary_key.columns)))
+                for t in Base.metadata.sorted_tables
+            }
     finally:
         engine.dispose()
 
@@ -35,10 +37,12 @@ def _rows(url: str) -> dict:
     engine = make_engine(url)
     try:
         with session_scope(engine) as s:
-            return {"groups": sorted(s.scalars(select(RolloutGroup.id))),
-                    "trajectories": sorted(s.scalars(select(Trajectory.id))),
-                    "turns": sorted(s.scalars(select(Turn.id))),
-                    "metrics": [e.metrics["overall"] for e in s.scalars(select(Evaluation))]}
+            return {
+                "groups": sorted(s.scalars(select(RolloutGroup.id))),
+                "trajectories": sorted(s.scalars(select(Trajectory.id))),
+                "turns": sorted(s.scalars(select(Turn.id))),
+                "metrics": [e.metrics["overall"] for e in s.scalars(select(Evaluation))],
+            }
     finally:
         engine.dispose()
 
@@ -46,7 +50,8 @@ def _rows(url: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_switching_or_losing_the_database_refills_it_from_the_cache(
-        target, tmp_path, data_dir, prefect_api, smol_policy, monkeypatch, request):
+    target, tmp_path, data_dir, prefect_api, smol_policy, monkeypatch, request
+):
     import tasks.evaluation as te
     from flows.evaluate import evaluate
 
@@ -59,8 +64,16 @@ def test_switching_or_losing_the_database_refills_it_from_the_cache(
     monkeypatch.setattr(te, "run_rollouts", counting)
     first_url = f"sqlite:///{tmp_path / 'first.db'}"
     monkeypatch.setenv("HS_DATABASE_URL", first_url)  # as the README says: the command itself is unchanged
-    cfg = EvalConfig(name="cachedb", split="dev", limit=2, k=2, seeds=1, results_dir=str(tmp_path / "results"),
-                     sampling={"max_new_tokens": 8}, env={"max_rounds": 1})
+    cfg = EvalConfig(
+        name="cachedb",
+        split="dev",
+        limit=2,
+        k=2,
+        seeds=1,
+        results_dir=str(tmp_path / "results"),
+        sampling={"max_new_tokens": 8},
+        env={"max_rounds": 1},
+    )
     clean = evaluate(cfg)
     expected = _rows(first_url)
     assert len(expected["groups"]) == 2 and len(expected["trajectories"]) == 4 and len(executed) == 2
@@ -93,21 +106,22 @@ def test_switching_or_losing_the_database_refills_it_from_the_cache(
 def test_scoring_a_run_without_its_groups_says_what_is_missing(tmp_path):
     from db import store
     from tasks.evaluation import score_evaluation
-
     from tasks.resources import get_engine
 
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     with session_scope(get_engine(url)) as s:
         store.upsert_run(s, id="eval-empty", kind="eval", name="empty", status="running", config={})
     cfg = EvalConfig(name="empty", split="dev", limit=1, results_dir=str(tmp_path / "results"))
-    with pytest.raises(LookupError, match=r"run eval-empty has 0 of 3 rollout groups in sqlite:///.*hs\.db: start "
-                                          r"the same command again"):
+    with pytest.raises(
+        LookupError,
+        match=r"run eval-empty has 0 of 3 rollout groups in sqlite:///.*hs\.db: start "
+        r"the same command again",
+    ):
         score_evaluation.fn(cfg, "eval-empty", "h0", url, expected_groups=3)
 
 
 @pytest.mark.slow
-def test_evolution_in_a_new_or_lost_database_is_refilled_from_the_cache(tmp_path, train_dir, prefect_api,
-                                                                        monkeypatch):
+def test_evolution_in_a_new_or_lost_database_is_refilled_from_the_cache(tmp_path, train_dir, prefect_api, monkeypatch):
     """Evolution with a scripted policy (tests/flows/test_evolve_flow.py): the rows of the
     diagnosis and validation runs and the rejected candidates reach every database."""
     from db.models import EvolutionCandidate, Harness, Pool
@@ -131,8 +145,10 @@ def test_evolution_in_a_new_or_lost_database_is_refilled_from_the_cache(tmp_path
         engine = make_engine(url)
         try:
             with session_scope(engine) as s:
-                return {m.__name__: sorted(s.scalars(select(m.id))) for m in
-                        (RolloutGroup, Trajectory, Turn, EvolutionCandidate, Harness, Pool)}
+                return {
+                    m.__name__: sorted(s.scalars(select(m.id)))
+                    for m in (RolloutGroup, Trajectory, Turn, EvolutionCandidate, Harness, Pool)
+                }
         finally:
             engine.dispose()
 
@@ -154,7 +170,8 @@ def test_evolution_in_a_new_or_lost_database_is_refilled_from_the_cache(tmp_path
 
 @pytest.mark.slow
 def test_a_finished_training_run_in_a_new_or_lost_database_is_refilled_from_its_state(
-        tmp_path, train_dir, prefect_api, monkeypatch):
+    tmp_path, train_dir, prefect_api, monkeypatch
+):
     """A tiny real training run (tests/flows/test_train_flow.py's config), then the same command on a
     new database and on a deleted one: every row comes back from the step files, no rollout runs."""
     from db.models import Checkpoint, ProfileVersion, RouterDecision, TrainStep
@@ -177,8 +194,19 @@ def test_a_finished_training_run_in_a_new_or_lost_database_is_refilled_from_its_
         engine = make_engine(url)
         try:
             with session_scope(engine) as s:
-                out = {m.__name__: sorted(s.scalars(select(m.id))) for m in
-                       (RolloutGroup, Trajectory, Turn, TrainStep, Evaluation, ProfileVersion, RouterDecision, Checkpoint)}
+                out = {
+                    m.__name__: sorted(s.scalars(select(m.id)))
+                    for m in (
+                        RolloutGroup,
+                        Trajectory,
+                        Turn,
+                        TrainStep,
+                        Evaluation,
+                        ProfileVersion,
+                        RouterDecision,
+                        Checkpoint,
+                    )
+                }
                 out["metrics"] = [r.metrics for r in s.scalars(select(TrainStep).order_by(TrainStep.step))]
                 return out
         finally:
@@ -203,4 +231,5 @@ def test_a_finished_training_run_in_a_new_or_lost_database_is_refilled_from_its_
     train(cfg, database_url=first_url)
     after = rows(first_url)
     assert rollouts and {k: v for k, v in after.items() if k != "metrics"} == {
-        k: v for k, v in expected.items() if k != "metrics"}
+        k: v for k, v in expected.items() if k != "metrics"
+    }

@@ -15,8 +15,16 @@ def test_eval_flow_stores_everything_and_resumes_without_duplicates(tmp_path, da
     from flows.evaluate import evaluate
 
     url = f"sqlite:///{tmp_path / 'hs.db'}"
-    cfg = EvalConfig(name="flowtest", split="dev", limit=2, k=2, seeds=2, results_dir=str(tmp_path / "results"),
-                     sampling={"max_new_tokens": 24}, env={"max_rounds": 2})
+    cfg = EvalConfig(
+        name="flowtest",
+        split="dev",
+        limit=2,
+        k=2,
+        seeds=2,
+        results_dir=str(tmp_path / "results"),
+        sampling={"max_new_tokens": 24},
+        env={"max_rounds": 2},
+    )
     result = evaluate(cfg, database_url=url)
     assert result["overall"]["n_tasks"] == 2 and set(result["per_seed"]) == {0, 1}
     assert 0.0 <= result["overall"]["avg"]["mean"] <= result["overall"]["pass"]["mean"] <= 100.0
@@ -25,7 +33,9 @@ def test_eval_flow_stores_everything_and_resumes_without_duplicates(tmp_path, da
 
     def counts():
         with session_scope(engine) as s:
-            return tuple(s.scalar(select(func.count()).select_from(m)) for m in (RolloutGroup, Trajectory, Turn, Evaluation))
+            return tuple(
+                s.scalar(select(func.count()).select_from(m)) for m in (RolloutGroup, Trajectory, Turn, Evaluation)
+            )
 
     first = counts()
     assert first[:2] == (4, 8) and first[2] >= 8 and first[3] == 1
@@ -35,7 +45,12 @@ def test_eval_flow_stores_everything_and_resumes_without_duplicates(tmp_path, da
         assert len(turn.completion_logprobs) == len(turn.completion_ids)
         trajectories = s.scalars(select(Trajectory)).all()
         assert {t.failure_kind for t in trajectories if not t.success} <= {
-            "format_error", "round_limit", "wrong_answer", "sql_error", "context_overflow"}
+            "format_error",
+            "round_limit",
+            "wrong_answer",
+            "sql_error",
+            "context_overflow",
+        }
 
     # Same config again: every group is served from persisted results, nothing is duplicated.
     again = evaluate(cfg, database_url=url)
@@ -51,14 +66,23 @@ def test_eval_flow_stores_everything_and_resumes_without_duplicates(tmp_path, da
 
 @pytest.mark.slow
 def test_failed_flow_run_is_marked_and_a_rerun_executes_only_the_unfinished_group(
-        tmp_path, data_dir, prefect_api, smol_policy, monkeypatch):
+    tmp_path, data_dir, prefect_api, smol_policy, monkeypatch
+):
     import tasks.evaluation as te
     from db.models import Run
     from flows.evaluate import evaluate
 
     url = f"sqlite:///{tmp_path / 'hs.db'}"
-    cfg = EvalConfig(name="faulttest", split="dev", limit=3, k=1, seeds=1, results_dir=str(tmp_path / "results"),
-                     sampling={"max_new_tokens": 8}, env={"max_rounds": 1})
+    cfg = EvalConfig(
+        name="faulttest",
+        split="dev",
+        limit=3,
+        k=1,
+        seeds=1,
+        results_dir=str(tmp_path / "results"),
+        sampling={"max_new_tokens": 8},
+        env={"max_rounds": 1},
+    )
     real = te.run_rollouts
     executed: list[str] = []
 

@@ -15,11 +15,19 @@ from rl.policy import ChatSession, Generation
 
 
 def evolve_cfg(tmp_path: Path, **changes) -> EvolveConfig:
-    base = dict(name="evo", rounds=2, parents_per_round=2, children_per_parent=2, tiers=["easy"],
-                diagnose={"n_tasks": 6, "k": 1, "min_support": 1},
-                validation={"max_tasks": 30, "n_controls": 2, "k": 1, "min_fixed": 1, "max_broken": 0},
-                sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 24}, env={"max_rounds": 2},
-                pool={"root": str(tmp_path / "pools"), "dvc": False}, results_dir=str(tmp_path / "results"))
+    base = dict(
+        name="evo",
+        rounds=2,
+        parents_per_round=2,
+        children_per_parent=2,
+        tiers=["easy"],
+        diagnose={"n_tasks": 6, "k": 1, "min_support": 1},
+        validation={"max_tasks": 30, "n_controls": 2, "k": 1, "min_fixed": 1, "max_broken": 0},
+        sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 24},
+        env={"max_rounds": 2},
+        pool={"root": str(tmp_path / "pools"), "dvc": False},
+        results_dir=str(tmp_path / "results"),
+    )
     base.update(changes)
     return EvolveConfig.model_validate(base)
 
@@ -120,14 +128,28 @@ def test_pool_report_measures_locality_and_complementarity(tmp_path, train_dir, 
     from flows.pool_report import pool_report
     from harness_pool.pool_store import freeze_pool
     from harness_pool.spec import load_harness
-    from tasks import evolution, pool_report as report_tasks
+    from tasks import evolution
+    from tasks import pool_report as report_tasks
     from tasks.resources import bench_task
 
-    freeze_pool(load_harness("h0"), [load_harness("lenient_answer"), load_harness("schema_rows")], "dbbench", "p1",
-                tmp_path / "pools")
-    cfg = PoolReportConfig(version="p1", pool_root=str(tmp_path / "pools"), n_tasks=6, k=1, tiers=["easy"],
-                           sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 24}, env={"max_rounds": 2},
-                           results_dir=str(tmp_path / "results"), report_dir=str(tmp_path / "reports"))
+    freeze_pool(
+        load_harness("h0"),
+        [load_harness("lenient_answer"), load_harness("schema_rows")],
+        "dbbench",
+        "p1",
+        tmp_path / "pools",
+    )
+    cfg = PoolReportConfig(
+        version="p1",
+        pool_root=str(tmp_path / "pools"),
+        n_tasks=6,
+        k=1,
+        tiers=["easy"],
+        sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 24},
+        env={"max_rounds": 2},
+        results_dir=str(tmp_path / "results"),
+        report_dir=str(tmp_path / "reports"),
+    )
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     run = report_tasks.register_pool_report.fn(cfg, url, None)
     tasks = [bench_task(cfg.env, i) for i in run["task_ids"]]
@@ -137,16 +159,22 @@ def test_pool_report_measures_locality_and_complementarity(tmp_path, train_dir, 
 
     fixable = len(labels)  # scalar answers are right, and only lenient_answer accepts them
     assert fixable
-    assert report["locality"]["lenient_answer"]["fixed"] == fixable and report["locality"]["lenient_answer"]["broken"] == 0
+    assert (
+        report["locality"]["lenient_answer"]["fixed"] == fixable and report["locality"]["lenient_answer"]["broken"] == 0
+    )
     assert report["locality"]["schema_rows"]["fixed"] == 0
     c = report["complementarity"]
     assert c["h0_at_k"] == 0.0 and c["h0_at_equal_rollouts"] == 0.0 and c["equal_rollouts"] == 2
-    assert c["oracle_union"] == c["best_single"] == pytest.approx(fixable / 6) and c["best_single_name"] == "lenient_answer"
+    assert (
+        c["oracle_union"] == c["best_single"] == pytest.approx(fixable / 6)
+        and c["best_single_name"] == "lenient_answer"
+    )
     assert report["overlap"] == {"lenient_answer|schema_rows": 0.0}
     assert json.loads(open(report["path"]).read())["locality"]["lenient_answer"]["fixed"] == fixable
     with session_scope(make_engine(url)) as s:
-        h0_groups = s.scalars(select(RolloutGroup).where(RolloutGroup.role == "report",
-                                                          RolloutGroup.harness_id == load_harness("h0").id)).all()
+        h0_groups = s.scalars(
+            select(RolloutGroup).where(RolloutGroup.role == "report", RolloutGroup.harness_id == load_harness("h0").id)
+        ).all()
         assert len(h0_groups) == 6 and all(g.k == 2 for g in h0_groups)  # H0 at the pool's rollout count
 
     # the same report on a new database: every row comes from the cache, the figures are the same

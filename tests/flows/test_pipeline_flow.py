@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
+from analysis.report import build_report
 from configs.pipeline import PipelineConfig
 from configs.schema import ConfigError, load_config
 from db.engine import make_engine, session_scope
 from db.models import Evaluation, RouterDecision, Run, Trajectory
-from analysis.report import build_report
 from harness_pool.pool_store import load_pool
 from harness_pool.spec import load_harness
 
@@ -19,14 +19,33 @@ def tiny_pipeline(tmp_path, **changes) -> PipelineConfig:
     data = {
         "name": "pipe",
         "pool_version": "v1",
-        "train": {"from": "configs/train_dbbench_smol.yaml", "warm_start": None, "init": "smollm2-135m",
-                  "updates": 1, "batch_tasks": 1, "k": 2, "reanchor_every": 10, "checkpoint_every": 10,
-                  "tiers": ["easy"], "validation": {"split": "train", "n_tasks": 1, "k": 1},
-                  "sampling": {"max_new_tokens": 12}, "env": {"max_rounds": 1}, "wandb": "disabled",
-                  "router": {"kind": "adaptive", "voters": ["statistics"]},
-                  "state_dir": str(tmp_path / "runs"), "results_dir": str(tmp_path / "results")},
-        "evaluate": {"split": "dev", "limit": 2, "k": 1, "seeds": 1, "group_concurrency": 2,
-                     "rank1_before": True, "outside": ["fc_tools"]},
+        "train": {
+            "from": "configs/train_dbbench_smol.yaml",
+            "warm_start": None,
+            "init": "smollm2-135m",
+            "updates": 1,
+            "batch_tasks": 1,
+            "k": 2,
+            "reanchor_every": 10,
+            "checkpoint_every": 10,
+            "tiers": ["easy"],
+            "validation": {"split": "train", "n_tasks": 1, "k": 1},
+            "sampling": {"max_new_tokens": 12},
+            "env": {"max_rounds": 1},
+            "wandb": "disabled",
+            "router": {"kind": "adaptive", "voters": ["statistics"]},
+            "state_dir": str(tmp_path / "runs"),
+            "results_dir": str(tmp_path / "results"),
+        },
+        "evaluate": {
+            "split": "dev",
+            "limit": 2,
+            "k": 1,
+            "seeds": 1,
+            "group_concurrency": 2,
+            "rank1_before": True,
+            "outside": ["fc_tools"],
+        },
     }
     data.update(changes)
     return PipelineConfig.model_validate(data)
@@ -49,7 +68,8 @@ def test_pipeline_config_errors_are_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
-        tmp_path, train_dir, prefect_api, monkeypatch):
+    tmp_path, train_dir, prefect_api, monkeypatch
+):
     from flows.harness_s import harness_s
     from tasks.pipeline import pipeline_run_id
 
@@ -65,17 +85,27 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
     with session_scope(make_engine(url)) as s:
         train_run = s.get(Run, result["train_run_id"])
         assert train_run.config["pool"] == ["pool:v1"] and train_run.status == "completed"
-        models = {label: s.get(Run, e["run_id"]).config["policy"]["model"] for label, e in result["evaluations"].items()}
-        assert models == {"before": "smollm2-135m", "after": result["checkpoint"], "rank1": result["checkpoint"],
-                          "rank1-before": "smollm2-135m", "outside-fc_tools": result["checkpoint"]}
+        models = {
+            label: s.get(Run, e["run_id"]).config["policy"]["model"] for label, e in result["evaluations"].items()
+        }
+        assert models == {
+            "before": "smollm2-135m",
+            "after": result["checkpoint"],
+            "rank1": result["checkpoint"],
+            "rank1-before": "smollm2-135m",
+            "outside-fc_tools": result["checkpoint"],
+        }
         for label, version in (("rank1", 1), ("rank1-before", 0)):  # newest profiles vs the first re-anchor's
             run_id = result["evaluations"][label]["run_id"]
             decisions = s.scalars(select(RouterDecision).where(RouterDecision.run_id == run_id)).all()
             assert len(decisions) == 2 and {d.purpose for d in decisions} == {"rank1"}
             assert {d.profile_version for d in decisions} == {version}
             assert {d.chosen[0] for d in decisions} <= {s_.id for s_ in siblings} | {h0.id}
-        outside = s.scalars(select(Trajectory.harness_id).where(
-            Trajectory.run_id == result["evaluations"]["outside-fc_tools"]["run_id"])).all()
+        outside = s.scalars(
+            select(Trajectory.harness_id).where(
+                Trajectory.run_id == result["evaluations"]["outside-fc_tools"]["run_id"]
+            )
+        ).all()
         assert set(outside) == {load_harness("fc_tools").id}
         reanchored = {e.harness_id for e in s.scalars(select(Evaluation).where(Evaluation.run_id == train_run.id))}
         assert {s_.id for s_ in siblings} <= reanchored  # every pool sibling validated at the re-anchors
@@ -86,10 +116,12 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
 
         report = build_report(s, "pipe", [])  # by name: the report reads the same numbers back from the views
         rq1 = {(r["method"], r["routing"]): r["pass_mean"] for r in report.tables["rq1"].to_dict("records")}
-        assert rq1 == {("base policy", "H0"): result["evaluations"]["before"]["pass"]["mean"],
-                       ("base policy", "Rank-1"): result["evaluations"]["rank1-before"]["pass"]["mean"],
-                       ("harness_s (adaptive)", "H0"): result["evaluations"]["after"]["pass"]["mean"],
-                       ("harness_s (adaptive)", "Rank-1"): result["evaluations"]["rank1"]["pass"]["mean"]}
+        assert rq1 == {
+            ("base policy", "H0"): result["evaluations"]["before"]["pass"]["mean"],
+            ("base policy", "Rank-1"): result["evaluations"]["rank1-before"]["pass"]["mean"],
+            ("harness_s (adaptive)", "H0"): result["evaluations"]["after"]["pass"]["mean"],
+            ("harness_s (adaptive)", "Rank-1"): result["evaluations"]["rank1"]["pass"]["mean"],
+        }
         assert set(report.tables["rq6"]["harness"]) == {"h0", "fc_tools"}
         assert report.tables["rq5"]["before"].sum() == pytest.approx(1.0)
         assert report.tables["rq2_validation"]["step"].tolist() == [0, 1]
@@ -111,8 +143,7 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
     rollouts = []
     for module in (te, tt, tg):
         real = module.run_rollouts
-        monkeypatch.setattr(module, "run_rollouts",
-                            lambda *a, _real=real, **kw: rollouts.append(1) or _real(*a, **kw))
+        monkeypatch.setattr(module, "run_rollouts", lambda *a, _real=real, **kw: rollouts.append(1) or _real(*a, **kw))
     expected = every_id(url)
     other = f"sqlite:///{tmp_path / 'other.db'}"
     assert harness_s(cfg, database_url=other)["evaluations"] == result["evaluations"]
@@ -139,5 +170,6 @@ def test_comparison_configs_validate(method):
     base = load_config(PipelineConfig, "configs/compare/harness_s.yaml")
     assert cfg.train.mode == method and cfg.train.warm_start == base.train.warm_start
     assert (cfg.train.updates, cfg.train.k, cfg.train.seed) == (base.train.updates, base.train.k, base.train.seed)
-    assert cfg.evaluate.model_dump(include={"split", "every", "k", "seeds"}) == \
-        base.evaluate.model_dump(include={"split", "every", "k", "seeds"})
+    assert cfg.evaluate.model_dump(include={"split", "every", "k", "seeds"}) == base.evaluate.model_dump(
+        include={"split", "every", "k", "seeds"}
+    )

@@ -16,10 +16,20 @@ from db.models import RolloutGroup, Trajectory
 def test_evaluation_groups_run_as_ray_tasks_in_other_processes(tmp_path, data_dir, prefect_api):
     from flows.evaluate import evaluate
 
-    cfg = EvalConfig.model_validate({
-        "name": "ray", "split": "dev", "limit": 2, "k": 1, "seeds": 1, "group_concurrency": 2,
-        "sampling": {"max_new_tokens": 8}, "env": {"max_rounds": 1}, "results_dir": str(tmp_path / "results"),
-        "runner": {"kind": "ray", "num_cpus": 2}})
+    cfg = EvalConfig.model_validate(
+        {
+            "name": "ray",
+            "split": "dev",
+            "limit": 2,
+            "k": 1,
+            "seeds": 1,
+            "group_concurrency": 2,
+            "sampling": {"max_new_tokens": 8},
+            "env": {"max_rounds": 1},
+            "results_dir": str(tmp_path / "results"),
+            "runner": {"kind": "ray", "num_cpus": 2},
+        }
+    )
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     try:
         result = evaluate(cfg, database_url=url)

@@ -14,9 +14,19 @@ from db.models import RolloutGroup, Run, Trajectory
 
 
 def tiny_eval(tmp_path) -> EvalConfig:
-    return EvalConfig.model_validate({
-        "name": "rerun", "split": "dev", "limit": 3, "k": 1, "seeds": 1, "group_concurrency": 1,
-        "sampling": {"max_new_tokens": 8}, "env": {"max_rounds": 1}, "results_dir": str(tmp_path / "results")})
+    return EvalConfig.model_validate(
+        {
+            "name": "rerun",
+            "split": "dev",
+            "limit": 3,
+            "k": 1,
+            "seeds": 1,
+            "group_concurrency": 1,
+            "sampling": {"max_new_tokens": 8},
+            "env": {"max_rounds": 1},
+            "results_dir": str(tmp_path / "results"),
+        }
+    )
 
 
 @pytest.mark.slow
@@ -46,7 +56,7 @@ def test_rerun_of_a_failed_flow_run_executes_only_the_failed_group(tmp_path, dat
 
     result = rerun_flow_run(flow_run_id)
     assert result["where"] == "here" and result["state"] == "COMPLETED"
-    assert executions(plan)[len(first):] == [bad]  # the finished groups were not executed again
+    assert executions(plan)[len(first) :] == [bad]  # the finished groups were not executed again
     with get_client(sync_client=True) as client:  # the same flow run, now completed
         assert client.read_flow_run(state.state_details.flow_run_id).state.is_completed()
     with session_scope(make_engine(url)) as s:

@@ -18,8 +18,15 @@ def test_sft_flow_registers_a_checkpoint_that_eval_can_load(tmp_path, train_dir,
 
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
     url = f"sqlite:///{tmp_path / 'hs.db'}"
-    cfg = SftConfig(name="sfttest", n_tasks=10, steps=2, batch_size=2, heldout_fraction=0.2,
-                    results_dir=str(tmp_path / "results"), lr=3e-4)
+    cfg = SftConfig(
+        name="sfttest",
+        n_tasks=10,
+        steps=2,
+        batch_size=2,
+        heldout_fraction=0.2,
+        results_dir=str(tmp_path / "results"),
+        lr=3e-4,
+    )
     result = sft(cfg, database_url=url)
     name = result["checkpoint"]
     assert result["demonstrations"] == 10 and result["failed_replays"] == []
@@ -45,7 +52,12 @@ def test_sft_flow_registers_a_checkpoint_that_eval_can_load(tmp_path, train_dir,
     with session_scope(make_engine(url)) as s, session_scope(make_engine(other)) as o:
         mine, theirs = s.get(Checkpoint, name), o.get(Checkpoint, name)
         assert (theirs.run_id, theirs.kind, theirs.step, theirs.metrics, theirs.provenance) == (
-            mine.run_id, mine.kind, mine.step, mine.metrics, mine.provenance)
+            mine.run_id,
+            mine.kind,
+            mine.step,
+            mine.metrics,
+            mine.provenance,
+        )
         assert o.get(Run, theirs.run_id).status == "completed"
 
     # the whole flow, not only the warm-start check: a switched database, then a deleted results
@@ -73,8 +85,17 @@ def test_lora_warm_start_saves_merged_weights(tmp_path, train_dir, prefect_api, 
     from rl.checkpoints import checkpoint_path
 
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
-    cfg = SftConfig(name="sftlora", n_tasks=4, steps=2, batch_size=2, heldout_fraction=0.25, lora=True, lora_rank=4,
-                    lr=1e-3, results_dir=str(tmp_path / "results"))
+    cfg = SftConfig(
+        name="sftlora",
+        n_tasks=4,
+        steps=2,
+        batch_size=2,
+        heldout_fraction=0.25,
+        lora=True,
+        lora_rank=4,
+        lr=1e-3,
+        results_dir=str(tmp_path / "results"),
+    )
     result = sft(cfg, database_url=f"sqlite:///{tmp_path / 'hs.db'}")
     assert result["heldout_loss_after"] < result["heldout_loss_before"]
     with safe_open(str(checkpoint_path(result["checkpoint"]) / "model.safetensors"), "pt") as fh:

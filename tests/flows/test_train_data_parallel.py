@@ -23,21 +23,58 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_two_rank_launch_trains_on_both_ranks_and_resumes(tmp_path, train_dir):
     pytest.importorskip("deepspeed")
-    cfg = TrainConfig.model_validate(dict(
-        name="dp", mode="grpo", init="smollm2-135m", pool=["schema_rows"], k=4, batch_tasks=1, updates=1,
-        reanchor_every=10, checkpoint_every=10, tiers=["easy"], validation={"split": "train", "n_tasks": 1, "k": 1},
-        sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 12}, env={"max_rounds": 2},
-        trainer={"backend": "deepspeed", "zero_stage": 2, "lr": 1e-4, "micro_batch": 1}, wandb="disabled",
-        state_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results")))
+    cfg = TrainConfig.model_validate(
+        dict(
+            name="dp",
+            mode="grpo",
+            init="smollm2-135m",
+            pool=["schema_rows"],
+            k=4,
+            batch_tasks=1,
+            updates=1,
+            reanchor_every=10,
+            checkpoint_every=10,
+            tiers=["easy"],
+            validation={"split": "train", "n_tasks": 1, "k": 1},
+            sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 12},
+            env={"max_rounds": 2},
+            trainer={"backend": "deepspeed", "zero_stage": 2, "lr": 1e-4, "micro_batch": 1},
+            wandb="disabled",
+            state_dir=str(tmp_path / "runs"),
+            results_dir=str(tmp_path / "results"),
+        )
+    )
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     url = f"sqlite:///{tmp_path / 'hs.db'}"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HS_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
-           "HS_GENERATED_DIR": str(train_dir), "PREFECT_HOME": str(tmp_path / "prefect")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+        "HS_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+        "HS_GENERATED_DIR": str(train_dir),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+    }
 
     def launch(updates: int) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29671",
-               "-m", "cli.main", "train", "--config", str(path), "--database-url", url, "--updates", str(updates)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            "29671",
+            "-m",
+            "cli.main",
+            "train",
+            "--config",
+            str(path),
+            "--database-url",
+            url,
+            "--updates",
+            str(updates),
+        ]
         return subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
 
     done = launch(1)

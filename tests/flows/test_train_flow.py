@@ -16,12 +16,25 @@ from harness_pool.spec import load_harness
 
 
 def tiny_cfg(tmp_path, **changes) -> TrainConfig:
-    base = dict(name="t", mode="harness_s", init="smollm2-135m", pool=["schema_rows", "format_reminder"], k=2,
-                batch_tasks=1, updates=2, reanchor_every=10, checkpoint_every=10, tiers=["easy"],
-                validation={"split": "train", "n_tasks": 1, "k": 1},
-                sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 12},
-                trainer={"lr": 1e-4, "micro_batch": 2}, env={"max_rounds": 2}, wandb="disabled",
-                state_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"))
+    base = dict(
+        name="t",
+        mode="harness_s",
+        init="smollm2-135m",
+        pool=["schema_rows", "format_reminder"],
+        k=2,
+        batch_tasks=1,
+        updates=2,
+        reanchor_every=10,
+        checkpoint_every=10,
+        tiers=["easy"],
+        validation={"split": "train", "n_tasks": 1, "k": 1},
+        sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 12},
+        trainer={"lr": 1e-4, "micro_batch": 2},
+        env={"max_rounds": 2},
+        wandb="disabled",
+        state_dir=str(tmp_path / "runs"),
+        results_dir=str(tmp_path / "results"),
+    )
     base.update(changes)
     return TrainConfig.model_validate(base)
 
@@ -51,8 +64,10 @@ class ScriptedByHarness:
         self.inner.reset_context(session, messages)
 
     def generate(self, sessions, sampling):
-        return [self.inner.append_reply(s, (self._scripts[id(s)] or ["Action: Answer\nFinal Answer: []"]).pop(0))
-                for s in sessions]
+        return [
+            self.inner.append_reply(s, (self._scripts[id(s)] or ["Action: Answer\nFinal Answer: []"]).pop(0))
+            for s in sessions
+        ]
 
 
 @pytest.mark.slow
@@ -66,8 +81,9 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
     from tasks.resources import bench_tasks
 
     url = f"sqlite:///{tmp_path / 'hs.db'}"
-    cfg = tiny_cfg(tmp_path, k=4, router={"kind": "fixed", "names": ["schema_rows", "format_reminder"]},
-                   env={"max_rounds": 4})
+    cfg = tiny_cfg(
+        tmp_path, k=4, router={"kind": "fixed", "names": ["schema_rows", "format_reminder"]}, env={"max_rounds": 4}
+    )
     run = training.register_train_run.fn(cfg, url, None)
     task = bench_tasks(cfg.env, "train", tiers=["easy"])[0]
     good = load_harness("schema_rows")
@@ -84,7 +100,9 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
         rescue = rollout_groups.sample_rescue_groups.fn(cfg, run_id, 0, dead, url)
         groups = rollout_groups.record_groups.fn(cfg, run_id, 0, first, rescue, url)
         first_summary, rescue_summary = groups.summaries()
-        assert first_summary["role"] == "h0" and first_summary["successes"] == [False] * 4 and not first_summary["trained"]
+        assert (
+            first_summary["role"] == "h0" and first_summary["successes"] == [False] * 4 and not first_summary["trained"]
+        )
         assert rescue_summary["role"] == "rescue" and rescue_summary["trained"]
         assert rescue_summary["successes"] == [True, False, True, False]  # schema_rows solves, format_reminder does not
         assert [g.group_id for g in groups.trained] == [rescue_summary["group_id"]] and groups.rollouts_spent == 8
@@ -98,8 +116,10 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
             # the sequences the update got in memory are the stored trajectories' tokens
             stored = s.scalars(select(RolloutGroup).where(RolloutGroup.id == rescue_summary["group_id"])).one()
             trajs = sorted(stored.trajectories, key=lambda t: t.sample_index)
-            assert [sum((list(t.context_ids) + list(t.completion_ids) for t in sorted(tr.turns, key=lambda t: t.index)), [])
-                    for tr in trajs] == [q.input_ids for q in seqs]
+            assert [
+                sum((list(t.context_ids) + list(t.completion_ids) for t in sorted(tr.turns, key=lambda t: t.index)), [])
+                for tr in trajs
+            ] == [q.input_ids for q in seqs]
         before = [p.detach().clone() for p in inner.model.parameters()]
         update = training.update_policy.fn(cfg, run_id, 0, groups.trained)
         assert update["trained_sequences"] == 4 and update["grad_norm"] > 0
@@ -157,11 +177,17 @@ def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, tr
         assert len(reanchors) == 2 * 3  # H0 + 2 siblings, each time
         versions = s.scalars(select(ProfileVersion).where(ProfileVersion.run_id == run_id)).all()
         assert sorted((v.version, v.harness_id) for v in versions) == sorted(  # a profile per sibling and re-anchor
-            (step, load_harness(n).id) for step in (0, 2) for n in ("schema_rows", "format_reminder"))
+            (step, load_harness(n).id) for step in (0, 2) for n in ("schema_rows", "format_reminder")
+        )
         assert s.get(Run, run_id).status == "completed"
         ckpt = s.get(Checkpoint, f"{run_id}-u2")
         assert ckpt is not None and ckpt.kind == "rl" and ckpt.parent_id == "smollm2-135m"
     progress = json.loads((tmp_path / "runs" / run_id / "progress.json").read_text())
     assert progress == {"updates": 2, "state": "trainer-u2.pt", "run_id": run_id}
     assert sorted(p.name for p in (tmp_path / "runs" / run_id).iterdir()) == [  # old trainer states pruned;
-        "progress.json", "rows-step0.pkl.gz", "rows-step1.pkl.gz", "rows-step2.pkl.gz", "trainer-u2.pt"]  # rows kept
+        "progress.json",
+        "rows-step0.pkl.gz",
+        "rows-step1.pkl.gz",
+        "rows-step2.pkl.gz",
+        "trainer-u2.pt",
+    ]  # rows kept

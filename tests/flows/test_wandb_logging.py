@@ -13,9 +13,18 @@ def test_evaluation_logs_config_and_eval_metrics_offline(tmp_path, data_dir, pre
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("HS_HOME", str(tmp_path / "hs"))
-    cfg = EvalConfig.model_validate({"name": "wb", "split": "dev", "limit": 1, "k": 1, "seeds": 1,
-                                     "sampling": {"max_new_tokens": 8}, "env": {"max_rounds": 1},
-                                     "results_dir": str(tmp_path / "results")})
+    cfg = EvalConfig.model_validate(
+        {
+            "name": "wb",
+            "split": "dev",
+            "limit": 1,
+            "k": 1,
+            "seeds": 1,
+            "sampling": {"max_new_tokens": 8},
+            "env": {"max_rounds": 1},
+            "results_dir": str(tmp_path / "results"),
+        }
+    )
     result = evaluate(cfg, database_url=f"sqlite:///{tmp_path / 'hs.db'}")
     runs = list((tmp_path / "hs" / "wandb" / "wandb").glob(f"offline-run-*-{result['run_id']}"))
     assert len(runs) == 1, list((tmp_path / "hs").rglob("*"))[:20]

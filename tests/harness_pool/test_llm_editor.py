@@ -28,24 +28,47 @@ PATCH = {
     "description": "refuse answers before any query and remind the agent after two failed queries",
     "root_causes": ["answered_without_query", "round_limit"],
     "edits": [
-        {"op": "add_guard_rule", "when": {"action_kind": "answer", "queries_at_most": 0},
-         "message": "Run a query on `{table_name}` before answering."},
+        {
+            "op": "add_guard_rule",
+            "when": {"action_kind": "answer", "queries_at_most": 0},
+            "message": "Run a query on `{table_name}` before answering.",
+        },
         {"op": "append_prompt", "field": "system", "text": "Count like this:\n```sql\nSELECT COUNT(*) FROM `t`;\n```"},
-        {"op": "add_code_hook", "hook": {"at": "after_step", "name": "failures", "source":
-                                         "def hook(ctx, nb):\n"
-                                         "    if ctx['last_error']:\n"
-                                         "        nb['n'] = nb.get('n', 0) + 1\n"
-                                         "    if nb.get('n', 0) == 2:\n"
-                                         "        return {'inject': 'Two queries failed: check the column names.'}\n"
-                                         "    return None"}},
+        {
+            "op": "add_code_hook",
+            "hook": {
+                "at": "after_step",
+                "name": "failures",
+                "source": "def hook(ctx, nb):\n"
+                "    if ctx['last_error']:\n"
+                "        nb['n'] = nb.get('n', 0) + 1\n"
+                "    if nb.get('n', 0) == 2:\n"
+                "        return {'inject': 'Two queries failed: check the column names.'}\n"
+                "    return None",
+            },
+        },
     ],
 }
-BAD_PATCH = {**PATCH, "edits": [{"op": "add_code_hook", "hook": {
-    "at": "after_step", "name": "peek", "source": "import os\ndef hook(ctx, nb):\n    return None"}}]}
-CLUSTERS = [Cluster("answered_without_query", ["t1", "t2", "t3"], ["a", "b", "c"]),
-            Cluster("round_limit", ["t4", "t5"], ["d", "e"])]
-FAILURES = ["user: How many rows?\nassistant: Action: Answer\nFinal Answer: [\"3\"]", "x" * 5000, "third", "fourth",
-            "fifth, one too many"]
+BAD_PATCH = {
+    **PATCH,
+    "edits": [
+        {
+            "op": "add_code_hook",
+            "hook": {"at": "after_step", "name": "peek", "source": "import os\ndef hook(ctx, nb):\n    return None"},
+        }
+    ],
+}
+CLUSTERS = [
+    Cluster("answered_without_query", ["t1", "t2", "t3"], ["a", "b", "c"]),
+    Cluster("round_limit", ["t4", "t5"], ["d", "e"]),
+]
+FAILURES = [
+    'user: How many rows?\nassistant: Action: Answer\nFinal Answer: ["3"]',
+    "x" * 5000,
+    "third",
+    "fourth",
+    "fifth, one too many",
+]
 
 
 def fenced(data: dict) -> str:
@@ -75,16 +98,27 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def openai_body(request: dict, text: str, n: int) -> dict:
-    return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
-            "model": request["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 100 * n, "completion_tokens": 10 * n, "total_tokens": 110 * n}}
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100 * n, "completion_tokens": 10 * n, "total_tokens": 110 * n},
+    }
 
 
 def anthropic_body(request: dict, text: str, n: int) -> dict:
-    return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": request["model"],
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 7, "output_tokens": 3}}
+    return {
+        "id": f"msg_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": request["model"],
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 7, "output_tokens": 3},
+    }
 
 
 def _serve(path: str, render, replies: list[str]):
@@ -160,8 +194,9 @@ def test_token_usage_is_summed_over_calls(openai_server):
 
 
 def test_the_diagnoser_accepts_known_and_new_labels_and_falls_back_on_garbage(openai_server):
-    server, chat = openai_server("unknown_column", "`misread_the_question`\n",
-                                 "The agent probably misunderstood the request!", "Bad-Label")
+    server, chat = openai_server(
+        "unknown_column", "`misread_the_question`\n", "The agent probably misunderstood the request!", "Bad-Label"
+    )
     diagnoser = LlmDiagnoser(chat)
     trajectory = "user: Which city?\nassistant: Action: Operation ..."
     assert diagnoser.cause(trajectory, "sql_syntax") == "unknown_column"
@@ -194,12 +229,27 @@ def test_anthropic_chat_sends_the_system_prompt_and_returns_the_text(caplog):
     """The Messages API version the SDK speaks rejects temperature (HTTP 400): it must not be sent."""
     server = _serve("/v1/messages", anthropic_body, ["a patch, perhaps", "second"])
     try:
-        chat = AnthropicChat("claude-test", f"http://127.0.0.1:{server.server_address[1]}",
-                             api_key_env="HS_TEST_NO_SUCH_KEY", temperature=0.6, max_tokens=300, max_retries=0)
+        chat = AnthropicChat(
+            "claude-test",
+            f"http://127.0.0.1:{server.server_address[1]}",
+            api_key_env="HS_TEST_NO_SUCH_KEY",
+            temperature=0.6,
+            max_tokens=300,
+            max_retries=0,
+        )
         assert "temperature 0.6 is not sent" in caplog.text
         assert chat.complete("You edit harnesses.", "Fix h0.") == "a patch, perhaps"
-        assert chat.chat([{"role": "system", "content": "S"}, {"role": "user", "content": "u1"},
-                          {"role": "assistant", "content": "a1"}, {"role": "user", "content": "u2"}]) == "second"
+        assert (
+            chat.chat(
+                [
+                    {"role": "system", "content": "S"},
+                    {"role": "user", "content": "u1"},
+                    {"role": "assistant", "content": "a1"},
+                    {"role": "user", "content": "u2"},
+                ]
+            )
+            == "second"
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -224,18 +274,29 @@ def test_the_evolution_task_uses_the_configured_llm_editor_and_records_rejection
 
     server, _ = openai_server(fenced(PATCH), fenced(BAD_PATCH), fenced(BAD_PATCH))
     url = f"sqlite:///{tmp_path / 'hs.db'}"
-    cfg = EvolveConfig.model_validate({
-        "children_per_parent": 2, "diagnose": {"min_support": 2},
-        "editor": {"kind": "openai", "model": "editor-model", "api_key_env": "HS_TEST_NO_SUCH_KEY",
-                   "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1"}})
+    cfg = EvolveConfig.model_validate(
+        {
+            "children_per_parent": 2,
+            "diagnose": {"min_support": 2},
+            "editor": {
+                "kind": "openai",
+                "model": "editor-model",
+                "api_key_env": "HS_TEST_NO_SUCH_KEY",
+                "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
+            },
+        }
+    )
     with session_scope(get_engine(url)) as s:  # migrated on first use
         store.upsert_run(s, id="evo-run", kind="evolve", name="evo", status="running", config={})
-    diagnosis = {"tasks": {
-        "t1": {"successes": [False], "causes": ["answered_without_query"], "trajectory_ids": ["a"]},
-        "t2": {"successes": [False], "causes": ["answered_without_query"], "trajectory_ids": ["b"]},
-        "t3": {"successes": [False], "causes": ["round_limit"], "trajectory_ids": ["c"]},
-        "t4": {"successes": [False], "causes": ["round_limit"], "trajectory_ids": ["d"]},
-        "t5": {"successes": [True], "causes": [None], "trajectory_ids": ["e"]}}}
+    diagnosis = {
+        "tasks": {
+            "t1": {"successes": [False], "causes": ["answered_without_query"], "trajectory_ids": ["a"]},
+            "t2": {"successes": [False], "causes": ["answered_without_query"], "trajectory_ids": ["b"]},
+            "t3": {"successes": [False], "causes": ["round_limit"], "trajectory_ids": ["c"]},
+            "t4": {"successes": [False], "causes": ["round_limit"], "trajectory_ids": ["d"]},
+            "t5": {"successes": [True], "causes": [None], "trajectory_ids": ["e"]},
+        }
+    }
     h0 = load_harness("h0")
     out = propose_children.fn(cfg, "evo-run", 1, h0.model_dump(mode="json"), diagnosis, [h0.id], url)
     good, bad = out

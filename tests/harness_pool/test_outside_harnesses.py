@@ -38,7 +38,10 @@ def test_outside_harness_loads_from_h0_and_is_in_no_pool(name):
 
 
 def test_fc_tools_parses_json_calls_that_h0_rejects():
-    call = 'I will count the rows.\n```json\n{"name": "execute_sql", "arguments": {"sql": "SELECT COUNT(*) FROM `t`"}}\n```'
+    call = (
+        'I will count the rows.\n```json\n{"name": "execute_sql", "arguments": {"sql": "SELECT COUNT(*) FROM `t`"}}'
+        "\n```"
+    )
     fc, h0 = load_harness("fc_tools").tool_view, load_harness("h0").tool_view
     assert fc.protocol == "dbbench_json_v1"
     assert parse_action(fc.protocol, call, fc.accept_scalar_answer).action == SqlAction("SELECT COUNT(*) FROM `t`")

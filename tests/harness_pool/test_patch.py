@@ -8,23 +8,34 @@ from harness_pool.patch import HarnessPatch, apply_patch, parse_patch
 from harness_pool.runtime import HarnessRuntime
 from harness_pool.spec import HarnessError, dump_harness, load_harness
 
-FIELDS = {"instruction": "How many rows?", "description": "How many rows?", "add_description": "", "table_name": "T",
-          "headers": "a, b"}
+FIELDS = {
+    "instruction": "How many rows?",
+    "description": "How many rows?",
+    "add_description": "",
+    "table_name": "T",
+    "headers": "a, b",
+}
 
 PATCH = {
-    "name": "careful", "description": "inspect first, recover from errors, quote names",
+    "name": "careful",
+    "description": "inspect first, recover from errors, quote names",
     "root_causes": ["unknown_column", "sql_syntax"],
     "edits": [
         {"op": "add_skill", "name": "inspect", "text": "Run SELECT * FROM the table LIMIT 3 first."},
         {"op": "append_prompt", "field": "task_template", "text": "The table is `{table_name}`."},
         {"op": "add_recovery_rule", "when": {"last_step_error": True}, "message": "The query failed; check names."},
-        {"op": "add_guard_rule", "when": {"action_kind": "answer", "queries_at_most": 0},
-         "message": "Query first."},
+        {"op": "add_guard_rule", "when": {"action_kind": "answer", "queries_at_most": 0}, "message": "Query first."},
         {"op": "set_context", "history_window": 4},
         {"op": "set_memory", "query_log": 3},
         {"op": "set_tool_view", "on_invalid": "warn"},
-        {"op": "add_code_hook", "hook": {"at": "after_step", "name": "count", "source":
-                                         "def hook(ctx, nb):\n    nb['n'] = nb.get('n', 0) + 1\n    return None"}},
+        {
+            "op": "add_code_hook",
+            "hook": {
+                "at": "after_step",
+                "name": "count",
+                "source": "def hook(ctx, nb):\n    nb['n'] = nb.get('n', 0) + 1\n    return None",
+            },
+        },
     ],
 }
 
@@ -50,8 +61,15 @@ def test_a_patch_applies_deterministically_with_a_stable_id_and_its_parent(tmp_p
 
 def test_patches_that_break_or_do_nothing_are_rejected_in_one_line():
     h0 = load_harness("h0")
-    bad_hook = {**PATCH, "edits": [{"op": "add_code_hook", "hook": {
-        "at": "after_step", "name": "x", "source": "def hook(ctx, nb):\n    return ctx.__class__"}}]}
+    bad_hook = {
+        **PATCH,
+        "edits": [
+            {
+                "op": "add_code_hook",
+                "hook": {"at": "after_step", "name": "x", "source": "def hook(ctx, nb):\n    return ctx.__class__"},
+            }
+        ],
+    }
     with pytest.raises(HarnessError, match="'__class__' starts with '_'"):
         apply_patch(h0, parse_patch(bad_hook))
     with pytest.raises(HarnessError, match="edits.0"):

@@ -10,8 +10,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness_pool.pool_store import (PoolManifest, diff_pools, freeze_pool, list_pools, load_pool, pool_id,
-                                     version_with_dvc)
+from harness_pool.pool_store import (
+    PoolManifest,
+    diff_pools,
+    freeze_pool,
+    list_pools,
+    load_pool,
+    pool_id,
+    version_with_dvc,
+)
 from harness_pool.spec import HarnessError, load_harness
 
 SIBLINGS = ["schema_rows", "format_reminder", "inspect_first", "query_before_answer", "lenient_answer"]
@@ -26,7 +33,9 @@ def test_freeze_then_load_gives_back_the_same_harnesses(seed, tmp_path):
     h0, siblings = seed
     manifest = freeze_pool(h0, siblings, "dbbench", "seed-v1", tmp_path, created_by="run-7")
     folder = tmp_path / "dbbench" / "seed-v1"
-    assert sorted(p.name for p in folder.iterdir()) == sorted([f"{n}.yaml" for n in ["h0", *SIBLINGS]] + ["manifest.yaml"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [f"{n}.yaml" for n in ["h0", *SIBLINGS]] + ["manifest.yaml"]
+    )
     assert manifest.pool_id == pool_id([h0.id, *(s.id for s in siblings)])
     assert manifest.base_id == h0.id and manifest.created_by == "run-7"
     assert [m.name for m in manifest.members] == ["h0", *SIBLINGS]
@@ -88,8 +97,13 @@ def test_diff_shows_removed_added_changed_and_same(seed, tmp_path):
     h0, siblings = seed
     by_name = {s.name: s for s in siblings}
     edited = by_name["inspect_first"].model_copy(update={"guidance": "Run SELECT * FROM the table LIMIT 5 first."})
-    newcomer = h0.model_copy(update={"name": "window3", "parent_ids": [h0.id],
-                                     "context": h0.context.model_copy(update={"history_window": 3})})
+    newcomer = h0.model_copy(
+        update={
+            "name": "window3",
+            "parent_ids": [h0.id],
+            "context": h0.context.model_copy(update={"history_window": 3}),
+        }
+    )
     v2_siblings = [s for s in siblings if s.name not in ("lenient_answer", "inspect_first")] + [edited, newcomer]
     a = freeze_pool(h0, siblings, "dbbench", "v1", tmp_path)
     b = freeze_pool(h0, v2_siblings, "dbbench", "v2", tmp_path)
@@ -151,6 +165,7 @@ def test_version_with_dvc_commits_and_tags_the_pool(seed, git_repo):
     assert out["path"] == "v1" and out["md5"].endswith(".dir") and out["nfiles"] == len(SIBLINGS) + 2
 
     from dvc.api import read
+
     text = read("pools/dbbench/v1/manifest.yaml", repo=str(git_repo), rev="pool-dbbench-v1")
     assert yaml.safe_load(text)["pool_id"] == manifest.pool_id
 

@@ -1,8 +1,13 @@
 from harness_pool.runtime import HarnessRuntime
 from harness_pool.spec import Condition, ContextPolicy, HookRule, load_harness
 
-FIELDS = {"instruction": "Insert a row into table T.", "description": "Insert a row.", "add_description": "Table T.",
-          "table_name": "T", "headers": "a, b"}
+FIELDS = {
+    "instruction": "Insert a row into table T.",
+    "description": "Insert a row.",
+    "add_description": "Table T.",
+    "table_name": "T",
+    "headers": "a, b",
+}
 
 
 def _runtime(**update) -> HarnessRuntime:
@@ -18,8 +23,12 @@ def test_opening_messages_fill_the_task_template_and_on_init_hints():
 
 
 def test_block_answer_before_any_query_fires_once_then_allows():
-    rule = HookRule(at="before_action", when=Condition(action_kind="answer", queries_at_most=0), effect="block",
-                    message="Query the table before answering.")
+    rule = HookRule(
+        at="before_action",
+        when=Condition(action_kind="answer", queries_at_most=0),
+        effect="block",
+        message="Query the table before answering.",
+    )
     rt = _runtime(hooks=[rule])
     assert rt.check_action("answer")[0] == "Query the table before answering."
     assert rt.check_action("sql")[0] is None
@@ -28,8 +37,13 @@ def test_block_answer_before_any_query_fires_once_then_allows():
 
 
 def test_after_step_recovery_hint_on_errors_only_and_once():
-    rule = HookRule(at="after_step", when=Condition(last_step_error=True, observation_matches="no such column"),
-                    effect="inject", message="Check the column names with backticks.", once=True)
+    rule = HookRule(
+        at="after_step",
+        when=Condition(last_step_error=True, observation_matches="no such column"),
+        effect="inject",
+        message="Check the column names with backticks.",
+        once=True,
+    )
     rt = _runtime(hooks=[rule])
     rt.record_step("sql", "Error: no such column: x", error=True)
     text, events = rt.next_user_message("Error: no such column: x")
@@ -51,17 +65,28 @@ def test_truncation_and_history_window():
 def test_code_hooks_inject_block_and_rewrite_and_a_failing_hook_has_no_effect():
     from harness_pool.spec import CodeHook
 
-    quote = CodeHook(at="before_action", name="quote_table", source=(
-        "def hook(ctx, nb):\n    sql = ctx['action_sql'] or ''\n"
-        "    bare = 'FROM ' + ctx['table_name'] + ' '\n"
-        "    if bare in sql:\n"
-        "        return {'rewrite': sql.replace(bare, 'FROM `' + ctx['table_name'] + '` ')}\n"
-        "    if ctx['action_kind'] == 'answer' and len(nb.get('errors', [])) > 1:\n"
-        "        return {'block': 'Two queries failed; fix the SQL before answering.'}\n"
-        "    return None"))
-    note = CodeHook(at="after_step", name="note_errors", source=(
-        "def hook(ctx, nb):\n    if ctx['last_error']:\n        nb['errors'] = nb.get('errors', []) + [ctx['round']]\n"
-        "        return {'inject': 'Errors so far: ' + str(len(nb['errors']))}\n    return None"))
+    quote = CodeHook(
+        at="before_action",
+        name="quote_table",
+        source=(
+            "def hook(ctx, nb):\n    sql = ctx['action_sql'] or ''\n"
+            "    bare = 'FROM ' + ctx['table_name'] + ' '\n"
+            "    if bare in sql:\n"
+            "        return {'rewrite': sql.replace(bare, 'FROM `' + ctx['table_name'] + '` ')}\n"
+            "    if ctx['action_kind'] == 'answer' and len(nb.get('errors', [])) > 1:\n"
+            "        return {'block': 'Two queries failed; fix the SQL before answering.'}\n"
+            "    return None"
+        ),
+    )
+    note = CodeHook(
+        at="after_step",
+        name="note_errors",
+        source=(
+            "def hook(ctx, nb):\n    if ctx['last_error']:\n"
+            "        nb['errors'] = nb.get('errors', []) + [ctx['round']]\n"
+            "        return {'inject': 'Errors so far: ' + str(len(nb['errors']))}\n    return None"
+        ),
+    )
     broken = CodeHook(at="after_step", name="broken", source="def hook(ctx, nb):\n    return {'inject': 1 / 0}")
     rt = _runtime(code_hooks=[quote, note, broken])
     rt.opening_messages()

@@ -70,8 +70,10 @@ HOSTILE_STATIC = [  # (source body of hook or whole module, what the one-line re
     ("return 2 ** 1000000", "'Pow'"),
 ]
 HOSTILE_MODULES = [  # whole sources: state kept between episodes, or constructs outside a hook body
-    ("def helper(x, seen=[]):\n    seen.append(x)\n    return seen\ndef hook(ctx, nb):\n    return None",
-     "default argument values in 'helper'"),
+    (
+        "def helper(x, seen=[]):\n    seen.append(x)\n    return seen\ndef hook(ctx, nb):\n    return None",
+        "default argument values in 'helper'",
+    ),
     ("def helper(x, *, memo={}):\n    return memo\ndef hook(ctx, nb):\n    return None", "default argument values"),
     ("def helper(*args):\n    return args\ndef hook(ctx, nb):\n    return None", "plain positional arguments"),
     ("def helper(x: print):\n    return x\ndef hook(ctx, nb):\n    return None", "annotation on argument 'x'"),
@@ -114,9 +116,19 @@ def _hook(body: str) -> str:
 
 
 def _ctx(extra: dict) -> dict:
-    return {"round": 1, "queries": 0, "last_error": False, "last_observation": _OBS, "sql_history": [],
-            "action_kind": "sql", "action_sql": "SELECT 1", "instruction": "q", "table_name": "t",
-            "n": "1000000000", **extra}
+    return {
+        "round": 1,
+        "queries": 0,
+        "last_error": False,
+        "last_observation": _OBS,
+        "sql_history": [],
+        "action_kind": "sql",
+        "action_sql": "SELECT 1",
+        "instruction": "q",
+        "table_name": "t",
+        "n": "1000000000",
+        **extra,
+    }
 
 
 @pytest.mark.parametrize("body, construct", HOSTILE_STATIC)
@@ -167,8 +179,9 @@ def test_one_episode_never_sees_another_episodes_state():
 def test_a_builtin_call_past_the_wall_budget_kills_and_replaces_the_worker():
     worker = HookWorker(SandboxLimits(wall_seconds_per_call=0.3, seconds_per_call=60, cpu_seconds=60))
     try:
-        spin = HookSession([("spin", _hook("n = 10\n    for i in range(40):\n        n = n * n\n    return None"))],
-                           worker)
+        spin = HookSession(
+            [("spin", _hook("n = 10\n    for i in range(40):\n        n = n * n\n    return None"))], worker
+        )
         started = time.monotonic()
         with pytest.raises(HookFailure, match="wall-clock limit of 0.3 s exceeded; the hook worker was restarted"):
             spin.call("spin", {})
@@ -182,8 +195,18 @@ def test_a_builtin_call_past_the_wall_budget_kills_and_replaces_the_worker():
 def test_the_kernel_stops_a_worker_past_its_cpu_seconds():
     worker = HookWorker(SandboxLimits(wall_seconds_per_call=30, seconds_per_call=60, cpu_seconds=1))
     try:
-        spin = HookSession([("spin", _hook("n = 0\n    for i in range(100000):\n        for j in range(100000):\n"
-                                           "            n = n + 1\n    return None"))], worker)
+        spin = HookSession(
+            [
+                (
+                    "spin",
+                    _hook(
+                        "n = 0\n    for i in range(100000):\n        for j in range(100000):\n"
+                        "            n = n + 1\n    return None"
+                    ),
+                )
+            ],
+            worker,
+        )
         started = time.monotonic()
         with pytest.raises(HookFailure, match="died"):
             spin.call("spin", {})
@@ -205,7 +228,7 @@ def test_the_worker_reports_its_confinement():
         worker.close()
 
 
-_RAW_ESCAPES = '''
+_RAW_ESCAPES = """
 import json, os, socket, sys, tempfile
 sys.path.insert(0, sys.argv[1])
 from harness_pool.hook_worker import confine
@@ -230,14 +253,19 @@ attempt("memory", lambda: len(bytearray(1 << 30)))
 attempt("listdir_root", lambda: os.listdir("/") or 1 / 0)
 out["environ"] = dict(os.environ)
 print(json.dumps(out))
-'''
+"""
 
 
 def test_the_os_confinement_alone_stops_raw_python(tmp_path):
     """No policy here: raw Python, as if hook code had escaped RestrictedPython and the checks."""
     sentinel = tmp_path / "sentinel"
-    result = subprocess.run([sys.executable, "-I", "-c", _RAW_ESCAPES, str(Path(__file__).parents[2]), str(sentinel)],
-                            capture_output=True, text=True, timeout=60, env={"HS_TEST_SECRET": SECRET})
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", _RAW_ESCAPES, str(Path(__file__).parents[2]), str(sentinel)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"HS_TEST_SECRET": SECRET},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     out = json.loads(result.stdout)
     for name in ("write_sentinel", "write_tmp", "read_passwd", "read_environ", "fork", "memory", "listdir_root"):
@@ -248,7 +276,7 @@ def test_the_os_confinement_alone_stops_raw_python(tmp_path):
     assert out["environ"] == {} and SECRET not in result.stdout and not sentinel.exists()
 
 
-_PARENT_PEAK = '''
+_PARENT_PEAK = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from harness_pool.hook_client import HookSession
@@ -263,13 +291,17 @@ for source, ctx in cases:
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the (v)forking pytest process
 peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
 print(json.dumps({"failed": failed, "peak_mb": peak_kb / 1024}))
-'''
+"""
 
 
 def test_the_parent_stays_small_while_every_hostile_hook_runs():
     cases = [(_hook(body), _ctx(extra)) for body, extra in HOSTILE_RUNTIME]
-    result = subprocess.run([sys.executable, "-c", _PARENT_PEAK, str(Path(__file__).parents[2]), json.dumps(cases)],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _PARENT_PEAK, str(Path(__file__).parents[2]), json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     out = json.loads(result.stdout)
     assert out["failed"] == len(cases)
@@ -287,8 +319,11 @@ def test_hostile_hooks_in_a_real_episode_change_nothing_outside_it(data_dir, tmp
 
     monkeypatch.setenv("HS_TEST_SECRET", SECRET)
     points = ("on_init", "before_model_call", "before_action", "after_step")
-    hooks = [CodeHook(at=point, name=f"h{i}-{point}", source=_hook(body))
-             for i, (body, _) in enumerate(HOSTILE_RUNTIME[:8]) for point in points]
+    hooks = [
+        CodeHook(at=point, name=f"h{i}-{point}", source=_hook(body))
+        for i, (body, _) in enumerate(HOSTILE_RUNTIME[:8])
+        for point in points
+    ]
     harness = load_harness("h0").model_copy(update={"code_hooks": hooks})
     task = next(t for t in load_split("dev", data_dir) if t.task_type == "counting")
     policy = ReplayPolicy(["Action: Operation\n```sql\nSELECT 1\n```", "Action: Answer\nFinal Answer: [1]"])
@@ -299,4 +334,3 @@ def test_hostile_hooks_in_a_real_episode_change_nothing_outside_it(data_dir, tmp
     assert len(errors) >= len(hooks) and result.end_reason == "answered"
     stored = json.dumps([t.__dict__ for t in result.turns], default=str)
     assert SECRET not in stored and "hs-hook-root" not in stored
-

@@ -43,11 +43,14 @@ def test_broken_harness_files_give_one_line_errors(tmp_path: Path):
         load_harness("no-such-harness")
 
 
-@pytest.mark.parametrize("where, text", [
-    ("prompts.system", 'Reply with {"name": "execute_sql"}'),      # a JSON example with single braces
-    ("hooks.0.message", "Use the table {0} now"),                    # a positional field
-    ("prompts.task_template", "{description"),                      # an unclosed brace
-])
+@pytest.mark.parametrize(
+    "where, text",
+    [
+        ("prompts.system", 'Reply with {"name": "execute_sql"}'),  # a JSON example with single braces
+        ("hooks.0.message", "Use the table {0} now"),  # a positional field
+        ("prompts.task_template", "{description"),  # an unclosed brace
+    ],
+)
 def test_a_template_that_would_crash_str_format_is_rejected_when_loaded(tmp_path: Path, where, text):
     data = load_harness("h0").model_dump(mode="json")
     if where == "hooks.0.message":

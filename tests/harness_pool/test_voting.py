@@ -21,8 +21,17 @@ from harness_pool.profiles import BehaviourProfile, Evidence, ProfileEntry, Task
 from harness_pool.router import RandomRouter
 from harness_pool.seed_pool import SEED_POOL
 from harness_pool.spec import load_harness
-from harness_pool.voting import (RANK_WEIGHTS, AdaptiveRouter, EmbeddingVoter, LlmVoter, RulesVoter,
-                                 StatisticsVoter, combine, rank1, rule_causes)
+from harness_pool.voting import (
+    RANK_WEIGHTS,
+    AdaptiveRouter,
+    EmbeddingVoter,
+    LlmVoter,
+    RulesVoter,
+    StatisticsVoter,
+    combine,
+    rank1,
+    rule_causes,
+)
 
 H0 = load_harness("h0")
 POOL = [load_harness(n) for n in SEED_POOL]
@@ -31,10 +40,20 @@ A, B, C = BY_NAME["schema_rows"], BY_NAME["inspect_first"], BY_NAME["format_remi
 
 
 def task(task_type: str, description: str, idx: int = 0) -> BenchTask:
-    return BenchTask(id=f"dbbench/dev/{idx:04d}", split="dev", index=idx, task_type=task_type,
-                     description=description, add_description="The name of this table is Products.",
-                     label=[], answer_md5=None, table_name="Products", columns=["name", "price"], rows=[],
-                     gold_sql=None)
+    return BenchTask(
+        id=f"dbbench/dev/{idx:04d}",
+        split="dev",
+        index=idx,
+        task_type=task_type,
+        description=description,
+        add_description="The name of this table is Products.",
+        label=[],
+        answer_md5=None,
+        table_name="Products",
+        columns=["name", "price"],
+        rows=[],
+        gold_sql=None,
+    )
 
 
 UPDATE_TASK = task("UPDATE", "Update the price of the product named Widget to 20.", 1)
@@ -42,24 +61,38 @@ COUNT_TASK = task("counting", "How many products cost more than 10?", 2)
 
 
 def entry(types: list[str], behaviour: str, delta: float) -> ProfileEntry:
-    return ProfileEntry(when=TaskCondition(task_types=types), behaviour=behaviour,
-                        evidence=Evidence(bench_task_ids=["dbbench/dev/0009"], delta=delta, n=1))
+    return ProfileEntry(
+        when=TaskCondition(task_types=types),
+        behaviour=behaviour,
+        evidence=Evidence(bench_task_ids=["dbbench/dev/0009"], delta=delta, n=1),
+    )
 
 
 def profile(h, success: float, prefer=(), avoid=(), h0_success: float = 0.5) -> BehaviourProfile:
-    return BehaviourProfile(harness_id=h.id, harness_name=h.name, success_rate=success, h0_success_rate=h0_success,
-                            prefer=list(prefer), avoid=list(avoid), inducer="offline")
+    return BehaviourProfile(
+        harness_id=h.id,
+        harness_name=h.name,
+        success_rate=success,
+        h0_success_rate=h0_success,
+        prefer=list(prefer),
+        avoid=list(avoid),
+        inducer="offline",
+    )
 
 
 def profiles() -> dict[str, BehaviourProfile]:
     """A is good at UPDATE (and bad at counting), B at counting, C has no entries but the best rate."""
-    return {A.id: profile(A, 0.4, [entry(["UPDATE"], "changes rows in the table", 1.0)],
-                          [entry(["counting"], "miscounts", -1.0)]),
-            B.id: profile(B, 0.3, [entry(["counting"], "counts how many rows match", 0.5)]),
-            C.id: profile(C, 0.6)}
+    return {
+        A.id: profile(
+            A, 0.4, [entry(["UPDATE"], "changes rows in the table", 1.0)], [entry(["counting"], "miscounts", -1.0)]
+        ),
+        B.id: profile(B, 0.3, [entry(["counting"], "counts how many rows match", 0.5)]),
+        C.id: profile(C, 0.6),
+    }
 
 
 # ------------------------------------------------------------------------------------- combine
+
 
 def test_rank_weights_sum_over_voters_and_ties_go_by_validation_success():
     votes = {"A": ["x", "y", "z"], "B": ["y", "x", "w"]}  # x 1.75, y 1.75, z 0.5, w 0.5
@@ -81,19 +114,25 @@ def test_ranks_beyond_four_weigh_nothing_and_equal_ties_go_by_id():
 
 # -------------------------------------------------------------------------------------- voters
 
+
 def test_statistics_voter_follows_matching_evidence_then_success():
     voter, cands = StatisticsVoter(), [A, B, C]
     assert voter.rank(UPDATE_TASK, cands, profiles()) == [A.id, C.id, B.id]  # A +1; C, B at 0 by rate
     assert voter.rank(COUNT_TASK, cands, profiles()) == [B.id, C.id, A.id]  # B +0.5; C 0; A -1
     # a candidate without a profile ranks below the measured ones at equal evidence
     assert voter.rank(COUNT_TASK, [A, B, C, BY_NAME["lenient_answer"]], profiles())[-2:] == [
-        BY_NAME["lenient_answer"].id, A.id]
+        BY_NAME["lenient_answer"].id,
+        A.id,
+    ]
 
 
 def test_embedding_voter_matches_the_task_to_the_closer_profile_with_real_minilm():
-    profs = {A.id: profile(A, 0.5, [entry(["UPDATE"], "changes rows: writes the UPDATE statement after "
-                                                       "reading the columns", 0.5)]),
-             B.id: profile(B, 0.5, [entry(["counting"], "counts how many rows match a condition", 0.5)])}
+    profs = {
+        A.id: profile(
+            A, 0.5, [entry(["UPDATE"], "changes rows: writes the UPDATE statement after reading the columns", 0.5)]
+        ),
+        B.id: profile(B, 0.5, [entry(["counting"], "counts how many rows match a condition", 0.5)]),
+    }
     voter = EmbeddingVoter()
     assert voter.rank(UPDATE_TASK, [B, A], profs) == [A.id, B.id]
     assert voter.rank(COUNT_TASK, [A, B], profs) == [B.id, A.id]
@@ -111,10 +150,14 @@ def test_rules_voter_uses_success_when_given_else_root_cause_rules():
     assert RulesVoter().rank(COUNT_TASK, cands, {})[0] == BY_NAME["query_before_answer"].id
     stats = {BY_NAME["format_reminder"].id: 0.9, BY_NAME["schema_rows"].id: 0.2}
     assert RulesVoter(stats).rank(COUNT_TASK, cands, profiles()) == [
-        BY_NAME["format_reminder"].id, BY_NAME["schema_rows"].id, BY_NAME["query_before_answer"].id]
+        BY_NAME["format_reminder"].id,
+        BY_NAME["schema_rows"].id,
+        BY_NAME["query_before_answer"].id,
+    ]
 
 
 # ------------------------------------------------------------------------- local OpenAI server
+
 
 class _ChatHandler(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server's naming
@@ -123,10 +166,17 @@ class _ChatHandler(BaseHTTPRequestHandler):
         if self.path != "/v1/chat/completions":
             return self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
         text = self.server.replies.pop(0)
-        return self._send(200, {
-            "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": request["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 321, "completion_tokens": 12, "total_tokens": 333}})
+        return self._send(
+            200,
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": request["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 321, "completion_tokens": 12, "total_tokens": 333},
+            },
+        )
 
     def _send(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
@@ -186,6 +236,7 @@ def test_llm_voter_refuses_a_reply_without_a_list(chat_server):
 
 # -------------------------------------------------------------------------------------- router
 
+
 class FixedVoter:
     def __init__(self, name: str, ids: list[str]):
         self.name, self.ids = name, ids
@@ -210,9 +261,12 @@ class SleepingVoter:
 
 
 def test_failing_and_slow_voters_are_skipped_logged_and_recorded(caplog):
-    router = AdaptiveRouter([RaisingVoter(), SleepingVoter(), StatisticsVoter(),
-                             FixedVoter("fixed", [B.id, "not-in-pool", A.id])],
-                            profiles(), success={}, timeout_s=0.5)
+    router = AdaptiveRouter(
+        [RaisingVoter(), SleepingVoter(), StatisticsVoter(), FixedVoter("fixed", [B.id, "not-in-pool", A.id])],
+        profiles(),
+        success={},
+        timeout_s=0.5,
+    )
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="harness_pool.voting"):
         ranking = router.rank(UPDATE_TASK, [A, B, C])
@@ -252,9 +306,12 @@ def test_router_with_an_llm_voter_over_http(chat_server):
 
 # --------------------------------------------------------------------------------------- rank1
 
+
 def test_rank1_lets_h0_win_where_no_sibling_evidence_beats_it():
-    profs = {A.id: profile(A, 0.5, [entry(["UPDATE"], "changes rows", 1.0)], h0_success=0.8),
-             B.id: profile(B, 0.4, h0_success=0.8)}
+    profs = {
+        A.id: profile(A, 0.5, [entry(["UPDATE"], "changes rows", 1.0)], h0_success=0.8),
+        B.id: profile(B, 0.4, h0_success=0.8),
+    }
     router = AdaptiveRouter([StatisticsVoter()], profs, success={})
     assert rank1(COUNT_TASK, H0, [A, B], router) == H0.id  # nobody has counting evidence; H0's 0.8 wins
     assert rank1(UPDATE_TASK, H0, [A, B], router) == A.id

@@ -57,19 +57,36 @@ def _stop(proc: subprocess.Popen) -> None:
 def test_deploy_then_trigger_through_the_api_runs_on_a_worker(tmp_path, data_dir):
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_WORKER_QUERY_SECONDS": "2",
-           "PREFECT_UI_ENABLED": "false", "WANDB_MODE": "disabled"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PREFECT_API_URL": api,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_WORKER_QUERY_SECONDS": "2",
+        "PREFECT_UI_ENABLED": "false",
+        "WANDB_MODE": "disabled",
+    }
     env.pop("PREFECT_API_KEY", None)
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     server_log, worker_log = tmp_path / "server.log", tmp_path / "worker.log"
-    server = subprocess.Popen([PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=server_log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=server_log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     worker = None
     try:
         _wait_healthy(api, server, server_log)
-        deployed = subprocess.run([HS, "deploy", "--pool", "hs-test", "--env", f"HS_DATABASE_URL={url}"],
-                                  env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+        deployed = subprocess.run(
+            [HS, "deploy", "--pool", "hs-test", "--env", f"HS_DATABASE_URL={url}"],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert deployed.returncode == 0, deployed.stderr[-2000:]
         assert "deployment harness-s/harness-s" in deployed.stdout and "deployment evaluate/evaluate" in deployed.stdout
 
@@ -78,16 +95,30 @@ def test_deploy_then_trigger_through_the_api_runs_on_a_worker(tmp_path, data_dir
         assert "config" in schema["properties"] and "EvalConfig" in str(schema)
         assert dep["parameters"]["config"]["harness"] == "h0"  # prefilled from configs/eval_dbbench.yaml
 
-        params = {"config": {**dep["parameters"]["config"], "name": "ui", "limit": 2, "k": 1, "seeds": 1,
-                             "sampling": {"max_new_tokens": 8}, "env": {"max_rounds": 1},
-                             "results_dir": str(tmp_path / "results")}}
+        params = {
+            "config": {
+                **dep["parameters"]["config"],
+                "name": "ui",
+                "limit": 2,
+                "k": 1,
+                "seeds": 1,
+                "sampling": {"max_new_tokens": 8},
+                "env": {"max_rounds": 1},
+                "results_dir": str(tmp_path / "results"),
+            }
+        }
         created = httpx.post(f"{api}/deployments/{dep['id']}/create_flow_run", json={"parameters": params}, timeout=10)
         assert created.status_code in (200, 201), created.text
         flow_run_id = created.json()["id"]
 
-        worker = subprocess.Popen([PREFECT, "worker", "start", "--pool", "hs-test", "--type", "process"], env=env,
-                                  cwd=REPO, stdout=worker_log.open("w"), stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        worker = subprocess.Popen(
+            [PREFECT, "worker", "start", "--pool", "hs-test", "--type", "process"],
+            env=env,
+            cwd=REPO,
+            stdout=worker_log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         state, deadline = None, time.time() + 400
         while time.time() < deadline:
             state = httpx.get(f"{api}/flow_runs/{flow_run_id}", timeout=10).json()["state"]["type"]

@@ -17,8 +17,18 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_two_ranks(out: Path, stage: int, port: int) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
-           str(SCRIPT), str(out), str(stage)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(port),
+        str(SCRIPT),
+        str(out),
+        str(stage),
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -91,8 +91,8 @@ def test_recorded_logprobs_match_teacher_forcing_of_the_rollout_model(smol_polic
             forced = token_logprobs(policy.model, ids, torch.ones_like(ids))[0].float()
             for turn, at in zip(generations, starts):
                 gen, start = turn[index], at[index]
-                assert session.token_ids[start:start + len(gen.token_ids)] == gen.token_ids
-                gaps.append((forced[start:start + len(gen.token_ids)] - torch.tensor(gen.logprobs)).abs())
+                assert session.token_ids[start : start + len(gen.token_ids)] == gen.token_ids
+                gaps.append((forced[start : start + len(gen.token_ids)] - torch.tensor(gen.logprobs)).abs())
     gaps = torch.cat(gaps)
     assert gaps.mean() < mean_tol and gaps.max() < max_tol
 
@@ -119,8 +119,9 @@ def test_grouped_attention_equals_attention_with_the_key_value_heads_repeated(n)
     q, k, v = torch.randn(b, hq, n, d), torch.randn(b, hkv, s, d), torch.randn(b, hkv, s, d)
     slots = torch.tensor([[4], [7], [10]]) + torch.arange(n) - (n - 1)  # each row's own positions
     mask = torch.arange(s)[None, None, None, :] <= slots[:, None, :, None]
-    expected = F.scaled_dot_product_attention(q, k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1),
-                                              attn_mask=mask, scale=0.3)
+    expected = F.scaled_dot_product_attention(
+        q, k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1), attn_mask=mask, scale=0.3
+    )
     assert torch.allclose(grouped_attention(q, k, v, mask, 0.3), expected, atol=1e-6)
 
 
@@ -182,8 +183,16 @@ def test_a_sequence_draws_from_its_own_stream_whatever_shares_its_batch():
     from rl.decode import DecodeEngine
 
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2)).eval()
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    ).eval()
     engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
     a, b = [5, 9, 12, 7], [3, 3, 8]
     alone_a = engine.generate([a], [None], 10, 1.0, 1.0, seed=5)[0].tokens

@@ -84,15 +84,15 @@ class ChatHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test)
 
-    def _error(self, status: int, message: str, kind: str, param: str | None = None,
-               code: str | None = None) -> None:
+    def _error(self, status: int, message: str, kind: str, param: str | None = None, code: str | None = None) -> None:
         self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": code}})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         with self.server.lock:
-            self.server.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"),
-                                         "body": body})
+            self.server.requests.append(
+                {"path": self.path, "authorization": self.headers.get("Authorization"), "body": body}
+            )
             self.server.in_flight += 1
             self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)
         try:
@@ -108,35 +108,66 @@ class ChatHandler(BaseHTTPRequestHandler):
         if prefix == "/auth" and self.headers.get("Authorization") != "Bearer sekret":
             return self._error(401, "Incorrect API key provided.", "invalid_request_error", code="invalid_api_key")
         if body.get("model") != MODEL:
-            return self._error(404, f"The model `{body.get('model')}` does not exist or you do not have access to it.",
-                               "invalid_request_error", code="model_not_found")
+            return self._error(
+                404,
+                f"The model `{body.get('model')}` does not exist or you do not have access to it.",
+                "invalid_request_error",
+                code="model_not_found",
+            )
         if prefix == "/nologprobs" and body.get("logprobs"):
-            return self._error(400, "logprobs is not supported by this server", "invalid_request_error",
-                               param="logprobs")
+            return self._error(
+                400, "logprobs is not supported by this server", "invalid_request_error", param="logprobs"
+            )
         if prefix == "/slow":
             time.sleep(self.server.slow_seconds)
         messages = body["messages"]
         prompt_tokens = sum(len(split_tokens(m["content"])) for m in messages)
         if prompt_tokens > CONTEXT_WORDS:
-            return self._error(400, f"This model's maximum context length is {CONTEXT_WORDS} tokens. However, your "
-                               f"messages resulted in {prompt_tokens} tokens. Please reduce the length of the "
-                               "messages.", "invalid_request_error", param="messages", code="context_length_exceeded")
+            return self._error(
+                400,
+                f"This model's maximum context length is {CONTEXT_WORDS} tokens. However, your "
+                f"messages resulted in {prompt_tokens} tokens. Please reduce the length of the "
+                "messages.",
+                "invalid_request_error",
+                param="messages",
+                code="context_length_exceeded",
+            )
         tokens = split_tokens(reply_text(messages))
         finish = "stop"
         if len(tokens) > body.get("max_tokens", 10**9):
             tokens, finish = tokens[: body["max_tokens"]], "length"
         logprobs = None
         if body.get("logprobs"):
-            logprobs = {"content": [{"token": t, "logprob": token_logprob(i), "bytes": list(t.encode()),
-                                     "top_logprobs": []} for i, t in enumerate(tokens)], "refusal": None}
-        self._send(200, {
-            "id": f"chatcmpl-{len(self.server.requests)}", "object": "chat.completion", "created": int(time.time()),
-            "model": MODEL, "system_fingerprint": None,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(tokens), "refusal": None},
-                         "finish_reason": finish, "logprobs": logprobs}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(tokens),
-                      "total_tokens": prompt_tokens + len(tokens)},
-        })
+            logprobs = {
+                "content": [
+                    {"token": t, "logprob": token_logprob(i), "bytes": list(t.encode()), "top_logprobs": []}
+                    for i, t in enumerate(tokens)
+                ],
+                "refusal": None,
+            }
+        self._send(
+            200,
+            {
+                "id": f"chatcmpl-{len(self.server.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": MODEL,
+                "system_fingerprint": None,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "".join(tokens), "refusal": None},
+                        "finish_reason": finish,
+                        "logprobs": logprobs,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": len(tokens),
+                    "total_tokens": prompt_tokens + len(tokens),
+                },
+            },
+        )
 
 
 @pytest.fixture(scope="module")
@@ -206,8 +237,12 @@ def test_multi_turn_sends_reply_and_new_message(server):
 
     first_body, second_body = (r["body"] for r in server.requests)
     assert "seed" not in first_body
-    assert second_body["messages"] == [SYSTEM, {"role": "user", "content": "Count the rows."},
-                                       {"role": "assistant", "content": first.text}, observation]
+    assert second_body["messages"] == [
+        SYSTEM,
+        {"role": "user", "content": "Count the rows."},
+        {"role": "assistant", "content": first.text},
+        observation,
+    ]
     assert second.text == ANSWER and second.finish_reason == "stop"
     assert len(second.logprobs) == len(split_tokens(ANSWER))
     assert session.messages[-1] == {"role": "assistant", "content": ANSWER}

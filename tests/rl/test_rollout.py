@@ -66,11 +66,22 @@ def test_round_limit_and_repeated_query_tag(data_dir):
 
 def test_block_hook_refuses_an_early_answer(data_dir):
     task = _task("counting")
-    h = load_harness("h0").model_copy(update={"hooks": [HookRule(
-        at="before_action", when=Condition(action_kind="answer", queries_at_most=0), effect="block",
-        message="Run a query first.")]})
-    policy = ReplayPolicy([f"Action: Answer\nFinal Answer: {task.label!r}"] * 1 +
-                          ["Action: Operation\n```sql\nSELECT 1\n```", f"Action: Answer\nFinal Answer: {list(task.label)!r}"])
+    h = load_harness("h0").model_copy(
+        update={
+            "hooks": [
+                HookRule(
+                    at="before_action",
+                    when=Condition(action_kind="answer", queries_at_most=0),
+                    effect="block",
+                    message="Run a query first.",
+                )
+            ]
+        }
+    )
+    policy = ReplayPolicy(
+        [f"Action: Answer\nFinal Answer: {task.label!r}"] * 1
+        + ["Action: Operation\n```sql\nSELECT 1\n```", f"Action: Answer\nFinal Answer: {list(task.label)!r}"]
+    )
     [result] = run_rollouts(policy, [RolloutSpec(task, h, 0)], DbBenchEnv, Sampling())
     assert result.turns[0].observation == "Run a query first." and result.turns[0].hook_events[0]["effect"] == "block"
     assert result.verdict.success and len(result.turns) == 3
@@ -80,8 +91,9 @@ def test_history_window_marks_the_turn_after_a_context_reset(data_dir):
     from harness_pool.spec import ContextPolicy
 
     h0 = load_harness("h0")
-    h = h0.model_copy(update={"context": ContextPolicy(max_observation_chars=h0.context.max_observation_chars,
-                                                       history_window=1)})
+    h = h0.model_copy(
+        update={"context": ContextPolicy(max_observation_chars=h0.context.max_observation_chars, history_window=1)}
+    )
     policy = ReplayPolicy(["Action: Operation\n```sql\nSELECT 1\n```"])
     [result] = run_rollouts(policy, [RolloutSpec(_task("counting"), h, 0)], DbBenchEnv, Sampling(), max_rounds=4)
     resets = [t.index for t in result.turns if any(e.get("event") == "context_reset" for e in t.hook_events)]
@@ -89,9 +101,15 @@ def test_history_window_marks_the_turn_after_a_context_reset(data_dir):
 
 
 def test_format_error_ends_episode_under_h0(data_dir):
-    [result] = run_rollouts(ReplayPolicy(["I think the answer is 5."]),
-                            [RolloutSpec(_task("counting"), load_harness("h0"), 0)], DbBenchEnv, Sampling())
-    assert result.failure_kind == "format_error" and len(result.turns) == 1 and result.turns[0].parse_error == "no_action"
+    [result] = run_rollouts(
+        ReplayPolicy(["I think the answer is 5."]),
+        [RolloutSpec(_task("counting"), load_harness("h0"), 0)],
+        DbBenchEnv,
+        Sampling(),
+    )
+    assert (
+        result.failure_kind == "format_error" and len(result.turns) == 1 and result.turns[0].parse_error == "no_action"
+    )
 
 
 @pytest.mark.slow
@@ -138,9 +156,14 @@ def test_a_code_hook_rewrites_the_sql_the_environment_runs(data_dir):
 
     task = _task("INSERT")
     broken = task.gold_sql.replace("INSERT", "INSRT", 1)  # what the policy writes: a typo
-    fix = CodeHook(at="before_action", name="fix_typo", source=(
-        "def hook(ctx, nb):\n    sql = ctx['action_sql'] or ''\n"
-        "    if sql.startswith('INSRT'):\n        return {'rewrite': 'INSERT' + sql[5:]}\n    return None"))
+    fix = CodeHook(
+        at="before_action",
+        name="fix_typo",
+        source=(
+            "def hook(ctx, nb):\n    sql = ctx['action_sql'] or ''\n"
+            "    if sql.startswith('INSRT'):\n        return {'rewrite': 'INSERT' + sql[5:]}\n    return None"
+        ),
+    )
     harness = load_harness("h0").model_copy(update={"code_hooks": [fix]})
     policy = ReplayPolicy([f"Action: Operation\n```sql\n{broken}\n```", "Action: Answer\nFinal Answer: []"])
     [result] = run_rollouts(policy, [RolloutSpec(task, harness, 0)], DbBenchEnv, Sampling())
@@ -160,19 +183,23 @@ def test_fc_tools_json_calls_drive_the_real_environment(data_dir):
 
 def test_fc_tools_ends_on_a_text_protocol_reply(data_dir):
     policy = ReplayPolicy(["Action: Operation\n```sql\nSELECT 1\n```"])
-    [result] = run_rollouts(policy, [RolloutSpec(_task("counting"), load_harness("fc_tools"), 0)], DbBenchEnv,
-                            Sampling())
+    [result] = run_rollouts(
+        policy, [RolloutSpec(_task("counting"), load_harness("fc_tools"), 0)], DbBenchEnv, Sampling()
+    )
     assert result.failure_kind == "format_error" and result.turns[0].parse_error == "no_function_call"
 
 
-@pytest.mark.parametrize("queries,tagged", [
-    (["UPDATE `t` SET a = 1", "SELECT * FROM `t`"], True),
-    (["  insert into `t` values (1)", "select a from `t`"], True),
-    (["SELECT * FROM `t`", "UPDATE `t` SET a = 1"], False),
-    (["INSERT INTO `t` VALUES (1)"], False),
-    (["DELETE FROM `t`", "UPDATE `t` SET a = 2"], False),
-    ([], False),
-])
+@pytest.mark.parametrize(
+    "queries,tagged",
+    [
+        (["UPDATE `t` SET a = 1", "SELECT * FROM `t`"], True),
+        (["  insert into `t` values (1)", "select a from `t`"], True),
+        (["SELECT * FROM `t`", "UPDATE `t` SET a = 1"], False),
+        (["INSERT INTO `t` VALUES (1)"], False),
+        (["DELETE FROM `t`", "UPDATE `t` SET a = 2"], False),
+        ([], False),
+    ],
+)
 def test_rechecked_mutation_tag(queries, tagged):
     assert ("rechecked_mutation" in behaviour_tags(queries, answered=True)) == tagged
 
@@ -180,5 +207,8 @@ def test_rechecked_mutation_tag(queries, tagged):
 def test_existing_behaviour_tags_are_unchanged():
     assert behaviour_tags([], answered=True) == ["answered_without_query"]
     assert behaviour_tags(["SELECT 1", "select  1", "UPDATE t SET a = 1", "SELECT 2"], answered=True) == [
-        "repeated_query", "inspected_first", "rechecked_mutation"]
+        "repeated_query",
+        "inspected_first",
+        "rechecked_mutation",
+    ]
     assert behaviour_tags(["UPDATE t SET a = 1"], answered=False) == []

@@ -62,6 +62,6 @@ def test_a_few_updates_change_weights_and_lower_heldout_loss(train_dir, smol_pol
     before = heldout_loss(model, held, pad)
     losses = train_sft(model, train, pad, steps=4, batch_size=4, lr=3e-4, seed=0)
     after = heldout_loss(model, held, pad)
-    assert len(losses) == 4 and all(l > 0 for l in losses)
+    assert len(losses) == 4 and all(loss > 0 for loss in losses)
     assert not torch.equal(before_weights, model.model.layers[0].self_attn.q_proj.weight)
     assert after < before

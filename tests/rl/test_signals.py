@@ -5,10 +5,10 @@ from rl.signals import GroupOutcome, step_signals
 
 def test_signals_from_a_hand_built_batch():
     groups = [
-        GroupOutcome([True, False], [1.0, 0.0], [10, 30]),                 # valid: 40 informative tokens
-        GroupOutcome([False, False], [0.0, 0.0], [20, 20]),                # dead, not rescued (grpo mode)
-        GroupOutcome([True, True], [1.0, 1.0], [5, 5]),                    # all solved: no gradient
-        GroupOutcome([False, True], [0.0, 1.0], [15, 15], rescued=True),   # rescue that worked
+        GroupOutcome([True, False], [1.0, 0.0], [10, 30]),  # valid: 40 informative tokens
+        GroupOutcome([False, False], [0.0, 0.0], [20, 20]),  # dead, not rescued (grpo mode)
+        GroupOutcome([True, True], [1.0, 1.0], [5, 5]),  # all solved: no gradient
+        GroupOutcome([False, True], [0.0, 1.0], [15, 15], rescued=True),  # rescue that worked
         GroupOutcome([False, False], [0.0, 0.0], [25, 25], rescued=True),  # rescue that failed
     ]
     s = step_signals(groups, rollouts_spent=14)

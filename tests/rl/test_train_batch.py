@@ -9,8 +9,12 @@ from rl.train_batch import collate, micro_batches, sequences_from_turns
 
 
 def turn(ctx, comp, logps=None, events=None):
-    return SimpleNamespace(context_ids=ctx, completion_ids=comp, completion_logprobs=logps if logps is not None else [],
-                           hook_events=events or [])
+    return SimpleNamespace(
+        context_ids=ctx,
+        completion_ids=comp,
+        completion_logprobs=logps if logps is not None else [],
+        hook_events=events or [],
+    )
 
 
 def test_turns_concatenate_with_policy_tokens_masked_in():
@@ -36,8 +40,9 @@ def test_a_context_reset_starts_a_new_sequence():
 
 
 def test_collate_pads_right_and_never_trains_on_the_first_position():
-    seqs = sequences_from_turns([turn([], [5, 6, 7], [-1.0, -1.0, -1.0])], 1.0) + \
-        sequences_from_turns([turn([1], [2], [-2.0])], -1.0)
+    seqs = sequences_from_turns([turn([], [5, 6, 7], [-1.0, -1.0, -1.0])], 1.0) + sequences_from_turns(
+        [turn([1], [2], [-2.0])], -1.0
+    )
     b = collate(seqs, pad_id=0)
     assert b["input_ids"].tolist() == [[5, 6, 7], [1, 2, 0]]
     assert b["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]

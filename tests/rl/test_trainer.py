@@ -15,8 +15,15 @@ from rl.trainer import TorchTrainer, TrainerSettings
 
 def tiny_model(seed: int = 0) -> LlamaForCausalLM:
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=128)
+    cfg = LlamaConfig(
+        vocab_size=96,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -47,7 +54,10 @@ def test_one_update_changes_parameters_and_reports_phases():
     assert stats["loss"] == pytest.approx(3 / 28, rel=1e-5)
     assert stats["grad_norm"] > 0 and trainer.updates == 1
     assert set(k for k in stats if k.startswith("seconds_")) == {
-        "seconds_forward_backward", "seconds_optimizer", "seconds_update"}
+        "seconds_forward_backward",
+        "seconds_optimizer",
+        "seconds_update",
+    }
     assert stats["mismatch_tokens"] == 0 and stats["mismatch_mean"] == 1.0  # no rollout log-probs recorded
 
 
@@ -98,13 +108,20 @@ def test_detached_current_logprobs_give_the_gradient_of_a_separate_old_policy_pa
     model = tiny_model()
     trainer = TorchTrainer(model, TrainerSettings(micro_batch=4), pad_id=0)
     old = trainer.old_logprobs([seqs])[0]
-    rolled = [TrainSequence(s.input_ids, s.loss_mask, [o - 0.3 for o in old[i, :len(s.input_ids)].tolist()], s.advantage)
-              for i, s in enumerate(seqs)]  # the rollout model's log-probs a little off
+    rolled = [
+        TrainSequence(s.input_ids, s.loss_mask, [o - 0.3 for o in old[i, : len(s.input_ids)].tolist()], s.advantage)
+        for i, s in enumerate(seqs)
+    ]  # the rollout model's log-probs a little off
     b = collate(rolled, 0)
     model.train()
-    loss, _ = clipped_surrogate_loss(trainer._logprobs(b), old, b["advantages"], b["loss_mask"],
-                                     rollout_logprobs=torch.where(b["rollout_logprobs"].isnan(), old, b["rollout_logprobs"]),
-                                     normaliser=float(sum(s.n_loss_tokens for s in seqs)))
+    loss, _ = clipped_surrogate_loss(
+        trainer._logprobs(b),
+        old,
+        b["advantages"],
+        b["loss_mask"],
+        rollout_logprobs=torch.where(b["rollout_logprobs"].isnan(), old, b["rollout_logprobs"]),
+        normaliser=float(sum(s.n_loss_tokens for s in seqs)),
+    )
     loss.backward()
     reference = {k: p.grad.clone() for k, p in model.named_parameters()}
     now = _gradients(4, rolled)
@@ -118,9 +135,15 @@ def test_the_update_reports_the_mismatch_weight_distribution():
     old = trainer.old_logprobs([seqs])[0]
     # half the sequences' tokens sampled at half the trainer's probability (weight 2, the cap),
     # the rest at 4x (weight 0.25)
-    rolled = [TrainSequence(s.input_ids, s.loss_mask,
-                            [o + (-math.log(2.0) if i % 2 == 0 else math.log(4.0)) for o in old[i, :len(s.input_ids)].tolist()],
-                            s.advantage) for i, s in enumerate(seqs)]
+    rolled = [
+        TrainSequence(
+            s.input_ids,
+            s.loss_mask,
+            [o + (-math.log(2.0) if i % 2 == 0 else math.log(4.0)) for o in old[i, : len(s.input_ids)].tolist()],
+            s.advantage,
+        )
+        for i, s in enumerate(seqs)
+    ]
     stats = TorchTrainer(tiny_model(), TrainerSettings(micro_batch=2), pad_id=0).update(rolled)
     at_cap = (4 + 8) / 28  # policy tokens of sequences 0 and 2 over all policy tokens
     assert stats["mismatch_tokens"] == 28

@@ -9,13 +9,13 @@ from sqlalchemy import select
 
 from configs.schema import TrainConfig
 from db import store
+from db.engine import session_scope
 from db.models import ProfileVersion, RouterDecision
 from harness_pool.profiles import PairedRecord
 from harness_pool.spec import load_harness
 from rl.rescue import rescue_groups
 from tasks.resources import get_engine
 from tasks.routing import build_router, load_profiles, record_decisions, store_profiles
-from db.engine import session_scope
 
 H0, ROWS, LENIENT = load_harness("h0"), load_harness("schema_rows"), load_harness("lenient_answer")
 
@@ -42,11 +42,27 @@ def records(rows_wins_updates: bool) -> list[PairedRecord]:
     h0_ok = not rows_wins_updates
     for tid in ("u1", "u2"):
         for h, ok in ((H0, h0_ok), (ROWS, rows_wins_updates), (LENIENT, h0_ok)):
-            out.append(PairedRecord(bench_task_id=tid, task_type="UPDATE", tier="easy", text="Update a row.",
-                                    harness_id=h.id, successes=[ok]))
+            out.append(
+                PairedRecord(
+                    bench_task_id=tid,
+                    task_type="UPDATE",
+                    tier="easy",
+                    text="Update a row.",
+                    harness_id=h.id,
+                    successes=[ok],
+                )
+            )
     for h, ok in ((H0, True), (ROWS, True), (LENIENT, True)):
-        out.append(PairedRecord(bench_task_id="c1", task_type="counting", tier="easy", text="How many rows?",
-                                harness_id=h.id, successes=[ok]))
+        out.append(
+            PairedRecord(
+                bench_task_id="c1",
+                task_type="counting",
+                tier="easy",
+                text="How many rows?",
+                harness_id=h.id,
+                successes=[ok],
+            )
+        )
     return out
 
 
@@ -99,8 +115,9 @@ def test_profiles_show_prints_entries_and_a_clear_error_for_an_unknown_harness(t
     with session_scope(get_engine(url)) as s:
         store.upsert_run(s, id="r", kind="train", name="t", status="running", config={})
         for h in (H0, ROWS, LENIENT):
-            store.upsert_harness(s, id=h.id, name=h.name, benchmark=h.benchmark, parent_ids=h.parent_ids,
-                                 spec=h.model_dump(mode="json"))
+            store.upsert_harness(
+                s, id=h.id, name=h.name, benchmark=h.benchmark, parent_ids=h.parent_ids, spec=h.model_dump(mode="json")
+            )
         store_profiles(s, cfg("adaptive"), "r", 0, H0, [ROWS, LENIENT], records(rows_wins_updates=True))
     out = CliRunner().invoke(app, ["profiles", "show", "schema_rows", "--database-url", url])
     assert out.exit_code == 0 and "profile of schema_rows" in out.output and "UPDATE" in out.output
@@ -116,13 +133,25 @@ def test_rank1_evaluation_routes_each_task_and_stores_its_choice(tmp_path, data_
     with session_scope(get_engine(url)) as s:
         store.upsert_run(s, id="train-run", kind="train", name="t", status="running", config={})
         # schema_rows beats H0 on UPDATE tasks and loses on counting ones; lenient_answer ties H0 everywhere
-        paired = [PairedRecord(bench_task_id=tid, task_type=tt, tier="easy", text="x", harness_id=h.id, successes=[ok])
-                  for tid, tt, outcome in (("u1", "UPDATE", (False, True)), ("u2", "UPDATE", (False, True)),
-                                           ("c1", "counting", (True, False)), ("c2", "counting", (True, False)))
-                  for h, ok in ((H0, outcome[0]), (ROWS, outcome[1]), (LENIENT, outcome[0]))]
+        paired = [
+            PairedRecord(bench_task_id=tid, task_type=tt, tier="easy", text="x", harness_id=h.id, successes=[ok])
+            for tid, tt, outcome in (
+                ("u1", "UPDATE", (False, True)),
+                ("u2", "UPDATE", (False, True)),
+                ("c1", "counting", (True, False)),
+                ("c2", "counting", (True, False)),
+            )
+            for h, ok in ((H0, outcome[0]), (ROWS, outcome[1]), (LENIENT, outcome[0]))
+        ]
         store_profiles(s, cfg("adaptive"), "train-run", 0, H0, [ROWS, LENIENT], paired)
-    ecfg = EvalConfig(split="dev", routing="rank1", pool=["schema_rows", "lenient_answer"], profiles_run="train-run",
-                      router_voters=["statistics"], limit=60)
+    ecfg = EvalConfig(
+        split="dev",
+        routing="rank1",
+        pool=["schema_rows", "lenient_answer"],
+        profiles_run="train-run",
+        router_voters=["statistics"],
+        limit=60,
+    )
     run = register_run.fn(ecfg, url, None)
     with session_scope(get_engine(url)) as s:
         decisions = {d.bench_task_id: d for d in s.scalars(select(RouterDecision)).all()}

@@ -50,9 +50,7 @@ def upgrade() -> None:
         sa.Column("prefect_flow_run_id", sa.String(length=64), nullable=True),
         _created_at(),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.CheckConstraint(
-            "status IN ('running', 'completed', 'failed')", name=op.f("ck_runs_status")
-        ),
+        sa.CheckConstraint("status IN ('running', 'completed', 'failed')", name=op.f("ck_runs_status")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_runs")),
     )
     op.create_index(op.f("ix_runs_kind"), "runs", ["kind"], unique=False)
@@ -81,9 +79,7 @@ def upgrade() -> None:
         sa.Column("record", JSON_DOC, nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_bench_tasks")),
     )
-    op.create_index(
-        op.f("ix_bench_tasks_benchmark_split"), "bench_tasks", ["benchmark", "split"], unique=False
-    )
+    op.create_index(op.f("ix_bench_tasks_benchmark_split"), "bench_tasks", ["benchmark", "split"], unique=False)
 
     op.create_table(
         "evaluations",

@@ -55,8 +55,9 @@ def upgrade() -> None:
         sa.Column("validation_tasks", JSON_DOC, nullable=False),
         sa.Column("details", JSON_DOC, nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], name=op.f("fk_evolution_candidates_run_id_runs"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["run_id"], ["runs.id"], name=op.f("fk_evolution_candidates_run_id_runs"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_evolution_candidates")),
     )
     op.create_index(op.f("ix_evolution_candidates_run_id"), "evolution_candidates", ["run_id"], unique=False)

@@ -32,10 +32,13 @@ def upgrade() -> None:
         sa.Column("success_rate", sa.Float(), nullable=False),
         sa.Column("profile", JSON_DOC, nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], name=op.f("fk_profile_versions_run_id_runs"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["run_id"], ["runs.id"], name=op.f("fk_profile_versions_run_id_runs"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_profile_versions")),
-        sa.UniqueConstraint("run_id", "harness_id", "version", name=op.f("uq_profile_versions_run_id_harness_id_version")),
+        sa.UniqueConstraint(
+            "run_id", "harness_id", "version", name=op.f("uq_profile_versions_run_id_harness_id_version")
+        ),
     )
     op.create_index(op.f("ix_profile_versions_run_id"), "profile_versions", ["run_id"], unique=False)
     op.create_table(
@@ -51,8 +54,9 @@ def upgrade() -> None:
         sa.Column("chosen", JSON_DOC, nullable=False),
         sa.Column("votes", JSON_DOC, nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], name=op.f("fk_router_decisions_run_id_runs"),
-                                ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["run_id"], ["runs.id"], name=op.f("fk_router_decisions_run_id_runs"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_router_decisions")),
     )
     op.create_index(op.f("ix_router_decisions_run_id"), "router_decisions", ["run_id"], unique=False)

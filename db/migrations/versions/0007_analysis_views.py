@@ -154,10 +154,7 @@ class _PostgresJSON:
 
     @staticmethod
     def string_elements(table: str, column: str) -> tuple[str, str, str]:
-        array = (
-            f"CASE WHEN jsonb_typeof(t.{column}) = 'array' THEN t.{column} "
-            "ELSE CAST('[]' AS JSONB) END"
-        )
+        array = f"CASE WHEN jsonb_typeof(t.{column}) = 'array' THEN t.{column} ELSE CAST('[]' AS JSONB) END"
         return (
             f"{table} AS t CROSS JOIN LATERAL jsonb_array_elements({array}) AS e(value)",
             "jsonb_typeof(e.value) = 'string'",
@@ -214,10 +211,10 @@ SELECT run_id,
 FROM train_steps""",
         "reanchor_success": f"""
 SELECT e.run_id AS run_id,
-       {j.integer('e.metrics', 'step')} AS step,
+       {j.integer("e.metrics", "step")} AS step,
        e.harness_id AS harness_id,
        h.name AS harness_name,
-       {j.number('e.metrics', 'success_rate')} AS success_rate,
+       {j.number("e.metrics", "success_rate")} AS success_rate,
        e.n_bench_tasks AS n_tasks,
        e.k AS k
 FROM evaluations AS e
