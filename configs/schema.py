@@ -12,6 +12,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rl.modes import Mode
+
 CONFIG_DIR = Path(__file__).parent
 
 
@@ -333,8 +335,8 @@ class ValidationConfig(_Frozen):
 
 class TrainConfig(_Frozen):
     name: str = Field(default="train", description="Run name prefix; the run id is derived from the whole config.")
-    mode: Literal["harness_s", "grpo", "h0_rescue", "fixed_mixture"] = Field(
-        default="harness_s",
+    mode: Mode = Field(
+        default=Mode.HARNESS_S,
         description="harness_s: rescue dead H0 groups with router-chosen siblings; grpo: no rescue; h0_rescue: a dead "
         "group gets K fresh H0 rollouts; fixed_mixture: every group's K rollouts spread over 'mixture'.",
     )

@@ -14,19 +14,19 @@ so their ids never collide with the first group's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness_pool.router import Router
 from harness_pool.spec import HarnessSpec
+from rl.modes import Mode, Role
 from rl.rollout import RolloutSpec
-
-MODES = ("harness_s", "grpo", "h0_rescue", "fixed_mixture")
 
 
 @dataclass
 class PlannedGroup:
     bench_task: object
-    role: str  # "h0" (first group), "mixture", "rescue" (sibling rescue) or "h0_rescue"
+    role: Role
     specs: list[RolloutSpec]
     votes: dict[str, list[str]] = field(default_factory=dict)  # the router's decision record: each voter's ranking
     ranking: list[str] = field(default_factory=list)  # the combined ranking (rescue groups)
@@ -39,29 +39,35 @@ class PlannedGroup:
         return ids.pop() if len(ids) == 1 else None
 
 
+def _mode(mode: str) -> Mode:
+    try:
+        return Mode(mode)
+    except ValueError:
+        raise ValueError(f"unknown training mode '{mode}': use one of {', '.join(Mode)}") from None
+
+
 def first_groups(
     mode: str, bench_tasks: list, h0: HarnessSpec, mixture: list[HarnessSpec], k: int
 ) -> list[PlannedGroup]:
-    if mode not in MODES:
-        raise ValueError(f"unknown training mode '{mode}': use one of {', '.join(MODES)}")
-    if mode == "fixed_mixture":
+    if _mode(mode) is Mode.FIXED_MIXTURE:
         if not mixture:
             raise ValueError("mode fixed_mixture needs at least one harness in the mixture")
         return [
-            PlannedGroup(t, "mixture", [RolloutSpec(t, mixture[i % len(mixture)], i) for i in range(k)])
+            PlannedGroup(t, Role.MIXTURE, [RolloutSpec(t, mixture[i % len(mixture)], i) for i in range(k)])
             for t in bench_tasks
         ]
-    return [PlannedGroup(t, "h0", [RolloutSpec(t, h0, i) for i in range(k)]) for t in bench_tasks]
+    return [PlannedGroup(t, Role.H0, [RolloutSpec(t, h0, i) for i in range(k)]) for t in bench_tasks]
 
 
-def rescue_groups(
-    mode: str, dead_tasks: list, h0: HarnessSpec, pool: list[HarnessSpec], router: Router | None, k: int
-) -> list[PlannedGroup]:
-    """Replacement groups for the tasks whose first group had no success (none in grpo/fixed_mixture)."""
-    if mode in ("grpo", "fixed_mixture") or not dead_tasks:
-        return []
-    if mode == "h0_rescue":
-        return [PlannedGroup(t, "h0_rescue", [RolloutSpec(t, h0, k + i) for i in range(k)]) for t in dead_tasks]
+def _no_rescue(dead_tasks, h0, pool, router, k) -> list[PlannedGroup]:
+    return []
+
+
+def _h0_rescue(dead_tasks, h0, pool, router, k) -> list[PlannedGroup]:
+    return [PlannedGroup(t, Role.H0_RESCUE, [RolloutSpec(t, h0, k + i) for i in range(k)]) for t in dead_tasks]
+
+
+def _sibling_rescue(dead_tasks, h0, pool, router: Router | None, k) -> list[PlannedGroup]:
     siblings = [h for h in pool if h.id != h0.id]
     if not siblings:
         raise ValueError("mode harness_s needs at least one auxiliary harness in the pool besides H0")
@@ -75,7 +81,7 @@ def rescue_groups(
         groups.append(
             PlannedGroup(
                 t,
-                "rescue",
+                Role.RESCUE,
                 [RolloutSpec(t, by_id[hid], k + i) for i, hid in enumerate(chosen)],
                 votes=ranking.votes,
                 ranking=list(ranking.harness_ids),
@@ -83,6 +89,22 @@ def rescue_groups(
             )
         )
     return groups
+
+
+RESCUE_PLANNERS: dict[Mode, Callable[..., list[PlannedGroup]]] = {
+    Mode.HARNESS_S: _sibling_rescue,
+    Mode.GRPO: _no_rescue,
+    Mode.H0_RESCUE: _h0_rescue,
+    Mode.FIXED_MIXTURE: _no_rescue,
+}
+
+
+def rescue_groups(
+    mode: str, dead_tasks: list, h0: HarnessSpec, pool: list[HarnessSpec], router: Router | None, k: int
+) -> list[PlannedGroup]:
+    """Replacement groups for the tasks whose first group had no success, by the mode's planner."""
+    planner = RESCUE_PLANNERS[_mode(mode)]
+    return planner(dead_tasks, h0, pool, router, k) if dead_tasks else []
 
 
 def is_dead(successes: list[bool]) -> bool:

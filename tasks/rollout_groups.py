@@ -19,12 +19,13 @@ from prefect.cache_policies import NO_CACHE
 from configs.schema import TrainConfig
 from db import store
 from db.engine import session_scope
+from rl.modes import TRAIN_ROLES, Mode
 from rl.rescue import PlannedGroup, first_groups, is_dead, rescue_groups
 from rl.rollout import RolloutResult, run_rollouts
 from tasks.records import build_group
 from tasks.resources import bench_task, env_factory, get_engine
 from tasks.routing import build_router, record_decisions
-from tasks.training import TRAIN_ROLES, get_handle, harness_sets, step_sampling
+from tasks.training import get_handle, harness_sets, step_sampling
 
 
 class Group:
@@ -136,7 +137,7 @@ def sample_rescue_groups(
     rollout each; h0_rescue, K fresh rollouts under H0; grpo and fixed_mixture, none."""
     h0, pool, _ = harness_sets(cfg)
     router, version = None, None
-    if cfg.mode == "harness_s" and dead:
+    if cfg.mode == Mode.HARNESS_S and dead:
         with session_scope(get_engine(database_url)) as session:
             router, version = build_router(cfg, session, run_id, step)
     plans = rescue_groups(cfg.mode, [g.plan.bench_task for g in dead], h0, pool, router, cfg.k)

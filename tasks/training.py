@@ -42,6 +42,7 @@ from rl.checkpoints import checkpoint_path, save_checkpoint
 from rl.data_parallel import launched_world
 from rl.grpo import group_advantages
 from rl.memory import release_memory
+from rl.modes import RESCUE_ROLES
 from rl.policy import Sampling
 from rl.precision import resolve_dtype, rollout_copy, sync_weights
 from rl.rollout import RolloutSpec, run_rollouts
@@ -55,8 +56,6 @@ from tasks.routing import paired_records, store_profiles
 from tasks.sft import checkpoint_name
 
 _LOCK = threading.Lock()
-TRAIN_ROLES = ("h0", "mixture", "rescue", "h0_rescue")
-RESCUE_ROLES = ("rescue", "h0_rescue")
 
 
 class TrainingError(RuntimeError):
