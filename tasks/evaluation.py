@@ -91,7 +91,7 @@ def pool_harnesses(cfg: EvalConfig) -> list:
 def rank1_choices(session, cfg: EvalConfig, run_id: str, h0, tasks) -> dict[str, str]:
     """Rank-1 inference: per task the router's single top harness, H0 competing; every choice is
     stored as a RouterDecision (purpose 'rank1') with each voter's ranking."""
-    from harness_pool.voting import AdaptiveRouter, EmbeddingVoter, StatisticsVoter, rank1_ranking
+    from harness_pool.adaptive_router import AdaptiveRouter, EmbeddingVoter, StatisticsVoter, rank1_ranking
     from tasks.routing import load_profiles
 
     newest = cfg.profiles_version is None

@@ -14,11 +14,11 @@ from sqlalchemy import select
 from configs.schema import TrainConfig
 from db.ids import stable_id
 from db.models import ProfileVersion, RouterDecision
+from harness_pool.adaptive_router import AdaptiveRouter, EmbeddingVoter, LlmVoter, RulesVoter, StatisticsVoter
 from harness_pool.llm import make_chat
 from harness_pool.profiles import BehaviourProfile, PairedRecord, induce_llm, induce_offline
 from harness_pool.router import FixedRouter, RandomRouter
 from harness_pool.spec import HarnessSpec
-from harness_pool.voting import AdaptiveRouter, EmbeddingVoter, LlmVoter, RulesVoter, StatisticsVoter
 
 PROFILE_ROUTERS = ("adaptive", "fixed_profiles")
 
@@ -102,20 +102,43 @@ def load_profiles(session, run_id: str, step: int, first_only: bool) -> tuple[in
     return version, {r.harness_id: BehaviourProfile.model_validate(r.profile) for r in rows}
 
 
-def build_router(cfg: TrainConfig, session, run_id: str, step: int):
-    """(router, profile version used) for the configured variant."""
+def _fixed_router(cfg: TrainConfig, session, run_id: str, step: int):
+    return FixedRouter(list(cfg.router.names)), None
+
+
+def _random_router(cfg: TrainConfig, session, run_id: str, step: int):
+    return RandomRouter(seed=cfg.seed * 100003 + step), None
+
+
+def _rules_router(cfg: TrainConfig, session, run_id: str, step: int):
+    version, profiles = load_profiles(session, run_id, step, first_only=False)
+    success = {hid: p.success_rate for hid, p in profiles.items()}
+    return AdaptiveRouter([RulesVoter(success)], {}, success, name="rules", timeout_s=cfg.router.timeout_s), version
+
+
+def _voting_router(cfg: TrainConfig, session, run_id: str, step: int):
+    """The adaptive router: statistics, embedding and LLM voters over the latest re-anchor's
+    profiles (fixed_profiles: over the first re-anchor's, never refreshed)."""
     kind = cfg.router.kind
-    if kind == "fixed":
-        return FixedRouter(list(cfg.router.names)), None
-    if kind == "random":
-        return RandomRouter(seed=cfg.seed * 100003 + step), None
     version, profiles = load_profiles(session, run_id, step, first_only=kind == "fixed_profiles")
     success = {hid: p.success_rate for hid, p in profiles.items()}
-    if kind == "rules":
-        return AdaptiveRouter([RulesVoter(success)], {}, success, name="rules", timeout_s=cfg.router.timeout_s), version
     voters = [StatisticsVoter() if v == "statistics" else EmbeddingVoter() for v in cfg.router.voters]
     voters += [LlmVoter(chat, f"llm:{v.model}") for v, chat in _chats(cfg)]
     return AdaptiveRouter(voters, profiles, success, name=kind, timeout_s=cfg.router.timeout_s), version
+
+
+ROUTER_BUILDERS = {
+    "fixed": _fixed_router,
+    "random": _random_router,
+    "rules": _rules_router,
+    "adaptive": _voting_router,
+    "fixed_profiles": _voting_router,
+}
+
+
+def build_router(cfg: TrainConfig, session, run_id: str, step: int):
+    """(router, profile version used) for the configured variant (`router.kind` picks the builder)."""
+    return ROUTER_BUILDERS[cfg.router.kind](cfg, session, run_id, step)
 
 
 def record_decisions(session, run_id: str, step: int, router_name: str, version: int | None, rescues) -> None:

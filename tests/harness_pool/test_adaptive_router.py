@@ -16,12 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from envs.dbbench.data import BenchTask
-from harness_pool.llm import OpenAIChat
-from harness_pool.profiles import BehaviourProfile, Evidence, ProfileEntry, TaskCondition
-from harness_pool.router import RandomRouter
-from harness_pool.seed_pool import SEED_POOL
-from harness_pool.spec import load_harness
-from harness_pool.voting import (
+from harness_pool.adaptive_router import (
     RANK_WEIGHTS,
     AdaptiveRouter,
     EmbeddingVoter,
@@ -32,6 +27,11 @@ from harness_pool.voting import (
     rank1,
     rule_causes,
 )
+from harness_pool.llm import OpenAIChat
+from harness_pool.profiles import BehaviourProfile, Evidence, ProfileEntry, TaskCondition
+from harness_pool.router import RandomRouter
+from harness_pool.seed_pool import SEED_POOL
+from harness_pool.spec import load_harness
 
 H0 = load_harness("h0")
 POOL = [load_harness(n) for n in SEED_POOL]
@@ -268,7 +268,7 @@ def test_failing_and_slow_voters_are_skipped_logged_and_recorded(caplog):
         timeout_s=0.5,
     )
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="harness_pool.voting"):
+    with caplog.at_level(logging.WARNING, logger="harness_pool.adaptive_router"):
         ranking = router.rank(UPDATE_TASK, [A, B, C])
     assert time.monotonic() - started < 2.5  # did not wait for the sleeper
     assert ranking.votes == {"raises": [], "sleeps": [], "statistics": [A.id, C.id, B.id], "fixed": [B.id, A.id]}
