@@ -161,10 +161,10 @@ def rq3_rescue_by_stage(session: Session, methods: list[Method]) -> pd.DataFrame
             }
             for s in _signals(session, m.train_run_id)
         ]
-        anchors = sorted({r["step"] for r in _reanchors(session, m.train_run_id)})
+        reanchor_steps = sorted({r["step"] for r in _reanchors(session, m.train_run_id)})
         last = max((s["step"] for s in steps), default=0)
-        for start, stage in rescue_by_stage(steps, anchors).items():
-            end = min([a - 1 for a in anchors if a > start] + [last])
+        for start, stage in rescue_by_stage(steps, reanchor_steps).items():
+            end = min([a - 1 for a in reanchor_steps if a > start] + [last])
             rows.append(
                 {
                     "router": m.router,

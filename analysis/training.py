@@ -41,10 +41,10 @@ def _rescues(steps: list[dict]) -> tuple[float, float]:
     return triggered, rescued
 
 
-def rescue_by_stage(steps: list[dict], anchor_steps: list[int]) -> dict[int, dict]:
+def rescue_by_stage(steps: list[dict], reanchor_steps: list[int]) -> dict[int, dict]:
     """Training stages are the spans between re-anchors (each with one profile version): for every
     stage, keyed by its first update, the rescues triggered and the share that found a success (RQ3)."""
-    starts = sorted(a for a in anchor_steps if any(s["step"] >= a for s in steps)) or [0]
+    starts = sorted(a for a in reanchor_steps if any(s["step"] >= a for s in steps)) or [0]
     out = {}
     for i, start in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else float("inf")

@@ -5,6 +5,7 @@ before anything is written, Prefect starts or a model loads.
   existing one and create nothing; commands that write may create the file, and the default
   ``.hs`` folder, but never a folder named in an explicit URL. Runs left 'running' by a process
   that is gone are marked crashed first (flows/ownership.py), with a one-line note.
+- :func:`reading`: a session on that database for a command that only reads.
 - :func:`check_output_folder`: a file a command is about to write can be written.
 - :func:`check_training_split`: every line of the generated training split parses as a task.
 - :func:`read_utf8`: a user's text file, or one line naming the first undecodable byte.
@@ -14,9 +15,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 REBUILD = "rebuild it with `hs data build-train dbbench` (it rewrites the whole file)"
 
@@ -34,6 +41,16 @@ def open_database(url: str | None, *, write: bool) -> str:
     for note in reap_abandoned_runs(target):
         console.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
     return target
+
+
+@contextmanager
+def reading(url: str | None) -> Iterator[Session]:
+    """A session on the database a read-only command uses (checked by :func:`open_database`)."""
+    from db.engine import session_scope
+    from tasks.resources import get_engine
+
+    with session_scope(get_engine(open_database(url, write=False))) as session:
+        yield session
 
 
 def check_output_folder(path: Path, what: str, fix: str) -> None:

@@ -293,13 +293,10 @@ def report(
     if run is None:
         raise typer.BadParameter("give --run (a pipeline or training run id or name), or a subcommand such as training")
     from analysis.report import build_report, write_report
-    from cli.checks import check_output_folder, open_database
-    from db.engine import session_scope
-    from tasks.resources import get_engine
+    from cli.checks import check_output_folder, reading
 
-    url = open_database(database_url, write=False)
     check_output_folder(out / "report.md", "the report", "pass --out with a writable folder")
-    with session_scope(get_engine(url)) as session:
+    with reading(database_url) as session:
         built = build_report(session, run, list(baseline or []))
     command = " ".join(["hs report", f"--run {run}", *[f"--baseline {b}" for b in baseline or []], f"--out {out}"])
     path = write_report(built, out, command)
@@ -317,19 +314,13 @@ def report_training(
     database_url: DatabaseUrl = None,
 ):
     """Training runs side by side: valid groups, effective tokens, rescues, rollouts, H0 validation."""
-    from sqlalchemy import select
-
     from analysis.training import summarise_training
-    from cli.checks import open_database
+    from cli.checks import reading
     from db import store
-    from db.engine import session_scope
-    from db.models import Run
-    from tasks.resources import get_engine
 
-    with session_scope(get_engine(open_database(database_url, write=False))) as session:
+    with reading(database_url) as session:
         if not run_ids:
-            runs = session.scalars(select(Run).where(Run.kind == "train").order_by(Run.created_at)).all()
-            views.print_runs(console, runs)
+            views.print_runs(console, store.training_runs(session))
             return
         rows = {run_id: summarise_training(*store.training_history(session, run_id)) for run_id in run_ids}
     views.print_training_summary(console, rows)
@@ -345,12 +336,10 @@ def traj_list(
     database_url: DatabaseUrl = None,
 ):
     """List trajectories, newest first."""
-    from cli.checks import open_database
+    from cli.checks import reading
     from db import store
-    from db.engine import make_engine, session_scope
 
-    url = open_database(database_url, write=False)
-    with session_scope(make_engine(url)) as session:
+    with reading(database_url) as session:
         rows = store.list_trajectories(session, run_id=run, bench_task_id=task, success=success, limit=limit)
         views.print_trajectory_table(console, rows)
 
@@ -363,12 +352,10 @@ def traj_show(
     database_url: DatabaseUrl = None,
 ):
     """Show one trajectory turn by turn; masked (non-policy) spans are dimmed, policy text is green."""
-    from cli.checks import open_database
+    from cli.checks import reading
     from db import store
-    from db.engine import make_engine, session_scope
 
-    url = open_database(database_url, write=False)
-    with session_scope(make_engine(url)) as session:
+    with reading(database_url) as session:
         views.print_trajectory(console, store.get_trajectory(session, trajectory_id), tokens)
 
 
@@ -439,30 +426,11 @@ def profiles_show(
     database_url: DatabaseUrl = None,
 ):
     """A sibling's prefer/avoid entries with their evidence, as induced at one re-anchor."""
-    from sqlalchemy import select
+    from cli.checks import reading
+    from db import store
 
-    from cli.checks import open_database
-    from db.engine import make_engine, session_scope
-    from db.models import Harness, ProfileVersion
-
-    url = open_database(database_url, write=False)
-    with session_scope(make_engine(url)) as session:
-        ids = session.scalars(
-            select(Harness.id).where((Harness.name == harness) | Harness.id.startswith(harness))
-        ).all()
-        query = select(ProfileVersion).where(ProfileVersion.harness_id.in_(ids))
-        if run:
-            query = query.where(ProfileVersion.run_id == run)
-        if version is not None:
-            query = query.where(ProfileVersion.version == version)
-        rows = session.scalars(query.order_by(ProfileVersion.created_at.desc(), ProfileVersion.version.desc())).all()
-        if not rows:
-            raise LookupError(
-                f"no behaviour profile for '{harness}'{f' in run {run}' if run else ''}"
-                f"{f' at version {version}' if version is not None else ''}: profiles are induced at "
-                "the re-anchors of `hs train`; list runs with `hs report training`"
-            )
-        views.print_profile(console, rows[0])
+    with reading(database_url) as session:
+        views.print_profile(console, store.newest_profile(session, harness, run, version))
 
 
 @harness_app.command("check")

@@ -49,15 +49,11 @@ def rollout_cmd(
     """Run one benchmark task under one harness, store it, and print each trajectory turn by turn.
     Sampling is seeded, so the same command is answered from the stored result; change k,
     the model or a --set field to sample anew."""
-    from sqlalchemy import select
-
     from cli import views
+    from cli.checks import reading
     from cli.preflight import eval_preflight
     from configs.schema import ConfigError, EvalConfig, load_config
     from db import store
-    from db.engine import database_url as default_url
-    from db.engine import make_engine, session_scope
-    from db.models import RolloutGroup, Trajectory
     from flows.evaluate import evaluate
 
     parts = task.split("/")
@@ -74,19 +70,11 @@ def rollout_cmd(
         "checkpoint": model,
     }
     cfg = load_config(EvalConfig, None, overrides, set_)
-    eval_preflight(cfg, database_url)
-    from tasks.resources import bench_task
-
-    bench_task(cfg.env, task)  # an unknown id fails here, in one line, before Prefect starts
+    eval_preflight(cfg, database_url)  # an unknown task id fails here, in one line
     result = evaluate(cfg, database_url=database_url)
     console = Console()
-    with session_scope(make_engine(database_url or default_url())) as session:
-        ids = session.scalars(
-            select(Trajectory.id)
-            .join(RolloutGroup, RolloutGroup.id == Trajectory.group_id)
-            .where(RolloutGroup.run_id == result["run_id"])
-            .order_by(Trajectory.sample_index)
-        ).all()
+    with reading(database_url) as session:
+        ids = store.run_trajectory_ids(session, result["run_id"])
         for trajectory_id in ids:
             views.print_trajectory(console, store.get_trajectory(session, trajectory_id), False)
     console.print(
@@ -123,7 +111,7 @@ def deploy_cmd(
         console.print(f"deployment {name}/{name}  {deployment_id}", highlight=False)
     console.print(
         f"start a worker: prefect worker start --pool {pool}   (runs: prefect deployment run "
-        f"'harness-s/harness-s', or the UI's Run button)",
+        f"'pipeline/pipeline', or the UI's Run button)",
         highlight=False,
         soft_wrap=True,
     )

@@ -1,4 +1,4 @@
-"""`hs run` and `hs quickstart`: the whole method as one Prefect pipeline (flows/harness_s.py)."""
+"""`hs run` and `hs quickstart`: the whole method as one Prefect pipeline (flows/pipeline.py)."""
 
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
 
     cfg = load_config(PipelineConfig, path, None, sets)
     pipeline_preflight(cfg, database_url)
-    from flows.harness_s import harness_s
+    from flows.pipeline import pipeline
 
     console = Console()
     try:
-        result = harness_s(cfg, database_url=database_url)
+        result = pipeline(cfg, database_url=database_url)
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; every finished phase and task persists
         flow_failed("pipeline", exc, "start the same command again (or `hs rerun FLOW_RUN_ID`) to resume")
     print_results(console, cfg.name, result)

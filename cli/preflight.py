@@ -6,7 +6,8 @@ from __future__ import annotations
 
 
 def eval_preflight(cfg, database_url: str | None) -> None:
-    """Fail fast, before Prefect starts, on a broken harness, missing data or unreachable database."""
+    """Fail fast, before Prefect starts or a model converts, on a broken harness, missing data, an
+    unknown task id or an unreachable database."""
     from cli.checks import check_training_split, open_database
     from envs.dbbench.data import load_split
     from harness_pool.pool_store import resolve_pool
@@ -18,6 +19,11 @@ def eval_preflight(cfg, database_url: str | None) -> None:
     if cfg.split == "train":
         check_training_split(cfg.env.data_dir)
     load_split(cfg.split, data_dir=cfg.env.data_dir, limit=1)
+    if cfg.task_ids:
+        from tasks.resources import bench_task
+
+        for task_id in cfg.task_ids:
+            bench_task(cfg.env, task_id)  # an unknown id: one line naming the split
     open_database(database_url, write=True)
     if cfg.policy.backend == "transformers":
         resolve_model(cfg.policy.model)

@@ -58,14 +58,14 @@ def _data(cfg, database_url) -> None:
 
 
 def _pool(cfg, database_url) -> None:
-    from flows.harness_s import evolve_pool
+    from flows.pipeline import evolve_pool
 
     result = evolve_pool(cfg, database_url, track_with_dvc=False)  # DVC itself versions the output folder
     print(f"pool {result['version']}: {result['size']} harnesses at {result['path']}")
 
 
 def _train(cfg, database_url) -> None:
-    from flows.harness_s import train_policy
+    from flows.pipeline import train_policy
 
     result = train_policy(cfg, cfg.pool_name(), database_url)
     (OUT / "train.json").write_text(
@@ -74,7 +74,7 @@ def _train(cfg, database_url) -> None:
 
 
 def _evaluate(cfg, database_url) -> None:
-    from flows.harness_s import evaluate_policy
+    from flows.pipeline import evaluate_policy
     from tasks.pipeline import record_results
 
     trained = json.loads((OUT / "train.json").read_text())
@@ -89,14 +89,13 @@ def _report(cfg, database_url) -> None:
     """The results table, and the RQ report of this pipeline run (report.md + figures) beside it."""
     from analysis import pipeline_results
     from analysis.report import build_report, write_report
-    from db.engine import session_scope
+    from cli.checks import reading
     from tasks.pipeline import pipeline_run_id
-    from tasks.resources import get_engine
 
     results = json.loads((OUT / "results.json").read_text())
     target = REPORT_DIR / "results.md"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(pipeline_results.markdown(cfg.name, results))
-    with session_scope(get_engine(database_url)) as session:
+    with reading(database_url) as session:
         write_report(build_report(session, pipeline_run_id(cfg), []), REPORT_DIR, "dvc repro")
     print(target.read_text())

@@ -13,12 +13,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, model_validator
 
-from configs.schema import CONFIG_DIR, ConfigError, EvolveConfig, TrainConfig, _Frozen
+from configs.schema import CONFIG_DIR, ConfigError, EvolveConfig, TrainConfig, WandbMode, _Frozen
 
 FROM_KEY = "from"
 
 
 class PipelineEvalConfig(_Frozen):
+    NOT_IDENTITY = frozenset({"group_concurrency"})
     split: Literal["dev", "standard"] = Field(default="dev", description="dev = validation, standard = test.")
     k: int = Field(default=3, ge=1, le=64, description="Rollouts per task and seed (Pass@k / Avg@k).")
     seeds: int = Field(default=3, ge=1, le=20, description="Independent evaluation runs (paper: 3).")
@@ -39,6 +40,7 @@ class PipelineEvalConfig(_Frozen):
 
 
 class PipelineConfig(_Frozen):
+    NOT_IDENTITY = frozenset({"wandb"})
     name: str = Field(default="harness-s", description="Pipeline name; every phase's run name starts with it.")
     evolve: EvolveConfig | None = Field(
         default=None,
@@ -49,7 +51,7 @@ class PipelineConfig(_Frozen):
     )
     train: TrainConfig = Field(description="The training phase; its pool is replaced by the pool of this pipeline.")
     evaluate: PipelineEvalConfig = Field(default_factory=PipelineEvalConfig, description="The evaluation phase.")
-    wandb: Literal["offline", "online", "disabled"] = Field(
+    wandb: WandbMode = Field(
         default="offline", description="W&B mode of the pipeline's own run (phases use their own settings)."
     )
 

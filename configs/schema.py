@@ -6,11 +6,13 @@ field, named flags for the common ones). Every error names the field and says ho
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import to_jsonable_python
 
 from rl.modes import Mode
 
@@ -30,6 +32,23 @@ class ConfigError(ValueError):
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+    # Fields that say where results go or how a run is watched, not what it computes: left out of
+    # the identity that run ids and checkpoint names hash (changing them resumes the same run).
+    NOT_IDENTITY: ClassVar[frozenset[str]] = frozenset()
+
+    def identity(self, exclude: frozenset[str] = frozenset()) -> str:
+        """The config's values as sorted-key JSON, without NOT_IDENTITY fields (at every level) and
+        ``exclude`` (top level): field order, defaults' position and descriptions never change it."""
+        return json.dumps(self._identity_fields(exclude), sort_keys=True, separators=(",", ":"))
+
+    def _identity_fields(self, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
+        fields = {}
+        for name in type(self).model_fields:
+            if name in self.NOT_IDENTITY or name in exclude:
+                continue
+            value = getattr(self, name)
+            fields[name] = value._identity_fields() if isinstance(value, _Frozen) else to_jsonable_python(value)
+        return fields
 
 
 class PolicyConfig(_Frozen):
@@ -97,7 +116,38 @@ class EnvConfig(_Frozen):
     )
 
 
-class EvalConfig(_Frozen):
+WandbMode = Literal["offline", "online", "disabled"]
+
+
+class RunConfig(_Frozen):
+    """What every run config has: where Prefect persists task results, and the environment."""
+
+    NOT_IDENTITY = frozenset({"results_dir"})
+    results_dir: str = Field(
+        default_factory=lambda: default_results_dir(),
+        description="Where Prefect persists task "
+        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
+    )
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings (benchmark, SQL engine).")
+
+
+class SampledRunConfig(RunConfig):
+    """A run whose policy samples rollouts."""
+
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
+
+
+class TrackedRunConfig(SampledRunConfig):
+    """A sampling run that also logs to W&B."""
+
+    NOT_IDENTITY = RunConfig.NOT_IDENTITY | {"wandb"}
+    wandb: WandbMode = Field(
+        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb."
+    )
+
+
+class EvalConfig(TrackedRunConfig):
+    NOT_IDENTITY = TrackedRunConfig.NOT_IDENTITY | {"group_concurrency", "runner"}
     name: str = Field(default="eval", description="Run name prefix; the run id is derived from the whole config.")
     split: Literal["dev", "standard", "train"] = Field(default="dev", description="dev = validation, standard = test.")
     harness: str = Field(default="h0", description="Built-in harness name or path to a harness YAML.")
@@ -121,17 +171,7 @@ class EvalConfig(_Frozen):
         default=1, ge=1, le=64, description="Rollout groups run at once by the Prefect task runner."
     )
     runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Where rollout groups run (threads or Ray).")
-    wandb: Literal["offline", "online", "disabled"] = Field(
-        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb."
-    )
-    results_dir: str = Field(
-        default_factory=lambda: default_results_dir(),
-        description="Where Prefect persists task "
-        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
-    )
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Which policy to evaluate.")
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Sampling settings.")
-    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
     routing: Literal["h0", "rank1"] = Field(
         default="h0",
         description="h0: every task under `harness`; rank1: every task under the single harness the "
@@ -221,7 +261,8 @@ def describe_error(exc: ValidationError, where: str) -> str:
     return f"config error in {where}: field '{field}': {err['msg']}{got_text}; {hint}"
 
 
-class SftConfig(_Frozen):
+class SftConfig(RunConfig):
+    NOT_IDENTITY = RunConfig.NOT_IDENTITY | {"gradient_checkpointing"}  # the same weights either way
     name: str = Field(
         default="sft", description="Run name prefix; the checkpoint name is derived from the whole config."
     )
@@ -260,12 +301,6 @@ class SftConfig(_Frozen):
         description="Compute of forward and backward (autocast; weights and optimizer stay float32); "
         "auto: bfloat16 where it is fast (see policy.dtype).",
     )
-    results_dir: str = Field(
-        default_factory=lambda: default_results_dir(),
-        description="Where Prefect persists task "
-        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
-    )
-    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment used to replay demonstrations.")
 
 
 class TrainerConfig(_Frozen):
@@ -333,7 +368,8 @@ class ValidationConfig(_Frozen):
     k: int = Field(default=1, ge=1, le=16, description="Rollouts per harness and validation task.")
 
 
-class TrainConfig(_Frozen):
+class TrainConfig(TrackedRunConfig):
+    NOT_IDENTITY = TrackedRunConfig.NOT_IDENTITY | {"state_dir"}
     name: str = Field(default="train", description="Run name prefix; the run id is derived from the whole config.")
     mode: Mode = Field(
         default=Mode.HARNESS_S,
@@ -383,17 +419,7 @@ class TrainConfig(_Frozen):
     )
     validation: ValidationConfig = Field(default_factory=ValidationConfig, description="Re-anchor validation.")
     seed: int = Field(default=0, description="Seed for the data order, sampling and the router.")
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Trainer backend settings.")
-    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
-    wandb: Literal["offline", "online", "disabled"] = Field(
-        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb."
-    )
-    results_dir: str = Field(
-        default_factory=lambda: default_results_dir(),
-        description="Where Prefect persists task "
-        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
-    )
     state_dir: str = Field(default=".hs/runs", description="Per-run resume state (weights, optimizer, step).")
 
     @model_validator(mode="after")
@@ -457,7 +483,8 @@ class PoolOutConfig(_Frozen):
     dvc: bool = Field(default=True, description="dvc add + git tag the version when the repo has DVC initialised.")
 
 
-class EvolveConfig(_Frozen):
+class EvolveConfig(TrackedRunConfig):
+    NOT_IDENTITY = TrackedRunConfig.NOT_IDENTITY | {"concurrency", "pool"}  # pool: where the result is written
     name: str = Field(default="evolve", description="Run name prefix; the run id is derived from the whole config.")
     harness: str = Field(default="h0", description="The base harness H0.")
     warm_start: str | None = Field(
@@ -477,20 +504,11 @@ class EvolveConfig(_Frozen):
     editor: EditorConfig = Field(default_factory=EditorConfig, description="Who proposes the edits.")
     pool: PoolOutConfig = Field(default_factory=PoolOutConfig, description="Where the frozen pool goes.")
     concurrency: int = Field(default=4, ge=1, le=64, description="Harness runs in flight at once (batched together).")
-    wandb: Literal["offline", "online", "disabled"] = Field(
-        default="offline", description="W&B logging mode ($WANDB_MODE overrides); offline writes under .hs/wandb."
-    )
     seed: int = Field(default=0, description="Seed for task sampling and rollouts.")
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
-    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
-    results_dir: str = Field(
-        default_factory=lambda: default_results_dir(),
-        description="Where Prefect persists task "
-        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
-    )
 
 
-class PoolReportConfig(_Frozen):
+class PoolReportConfig(SampledRunConfig):
+    NOT_IDENTITY = SampledRunConfig.NOT_IDENTITY | {"concurrency", "report_dir"}
     name: str = Field(
         default="pool-report", description="Run name prefix; the run id is derived from the whole config."
     )
@@ -509,12 +527,5 @@ class PoolReportConfig(_Frozen):
     exclude_task_ids: list[str] = Field(default_factory=list, description="Tasks never to report on.")
     concurrency: int = Field(default=4, ge=1, le=64, description="Harness runs in flight at once.")
     seed: int = Field(default=1, description="Seed for task sampling and rollouts.")
-    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="Rollout sampling settings.")
-    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings.")
     editor: EditorConfig = Field(default_factory=EditorConfig, description="Unused here (rule diagnosis only).")
-    results_dir: str = Field(
-        default_factory=lambda: default_results_dir(),
-        description="Where Prefect persists task "
-        "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
-    )
     report_dir: str = Field(default=".hs/reports", description="Where the report JSON is written.")

@@ -23,6 +23,7 @@ from db.models import (
     BenchTask,
     Evaluation,
     Harness,
+    ProfileVersion,
     RolloutGroup,
     Run,
     TrainStep,
@@ -307,6 +308,45 @@ def count_rows(session: Session, models: Iterable[type] = ()) -> dict[str, int]:
     return {model.__tablename__: session.scalar(select(func.count()).select_from(model)) or 0 for model in chosen}
 
 
+def training_runs(session: Session) -> list[Run]:
+    """Every training run, oldest first."""
+    return list(session.scalars(select(Run).where(Run.kind == "train").order_by(Run.created_at)))
+
+
+def run_trajectory_ids(session: Session, run_id: str) -> list[str]:
+    """Ids of a run's trajectories in sample order."""
+    query = (
+        select(Trajectory.id)
+        .join(RolloutGroup, RolloutGroup.id == Trajectory.group_id)
+        .where(RolloutGroup.run_id == run_id)
+        .order_by(Trajectory.sample_index)
+    )
+    return list(session.scalars(query))
+
+
+def newest_profile(
+    session: Session, harness: str, run_id: str | None = None, version: int | None = None
+) -> ProfileVersion:
+    """The newest behaviour profile of the harness named ``harness`` (or whose id starts with it),
+    optionally of one training run and one version (re-anchor step). Raises LookupError (one line)."""
+    ids = select(Harness.id).where((Harness.name == harness) | Harness.id.startswith(harness, autoescape=True))
+    query = select(ProfileVersion).where(ProfileVersion.harness_id.in_(ids))
+    if run_id:
+        query = query.where(ProfileVersion.run_id == run_id)
+    if version is not None:
+        query = query.where(ProfileVersion.version == version)
+    newest = session.scalars(
+        query.order_by(ProfileVersion.created_at.desc(), ProfileVersion.version.desc()).limit(1)
+    ).first()
+    if newest is None:
+        raise LookupError(
+            f"no behaviour profile for '{harness}'{f' in run {run_id}' if run_id else ''}"
+            f"{f' at version {version}' if version is not None else ''}: profiles are induced at "
+            "the re-anchors of `hs train`; list runs with `hs report training`"
+        )
+    return newest
+
+
 def _check_status(status: str | None) -> None:
     if status is not None and status not in RUN_STATUSES:
         raise ValueError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
@@ -319,8 +359,12 @@ __all__ = [
     "finish_run",
     "get_trajectory",
     "list_trajectories",
+    "newest_profile",
     "record_evaluation",
     "replace_group",
+    "run_trajectory_ids",
+    "training_history",
+    "training_runs",
     "upsert_bench_tasks",
     "upsert_harness",
     "upsert_run",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import import_module
 
 FLOWS: dict[str, tuple[str, str]] = {  # Prefect flow name -> (module, function)
-    "harness-s": ("flows.harness_s", "harness_s"),
+    "pipeline": ("flows.pipeline", "pipeline"),
     "evolve": ("flows.evolve", "evolve"),
     "train": ("flows.train", "train"),
     "evaluate": ("flows.evaluate", "evaluate"),

@@ -98,16 +98,16 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
     with _progress() as bar:
         bar_id = bar.add_task("updates", total=cfg.updates, completed=start, valid=0.0, rescue=0.0)
         for step in range(start, cfg.updates):
-            anchor = None
+            reanchored = None
             if step % cfg.reanchor_every == 0:  # freeze the policy, re-measure every harness on validation
-                anchor = reanchor(cfg, run_id, step, run["val_task_ids"], database_url)
+                reanchored = reanchor(cfg, run_id, step, run["val_task_ids"], database_url)
             batch = batch_for_step(run["train_task_ids"], cfg.seed, cfg.batch_tasks, step)
             first = sample_first_groups(cfg, run_id, step, batch)  # K rollouts per task under H0
             dead = dead_groups(first)  # no success: no GRPO signal
             rescue = sample_rescue_groups(cfg, run_id, step, dead, database_url)  # by mode: router-chosen siblings
             groups = record_groups(cfg, run_id, step, first, rescue, database_url)  # a rescue replaces its dead group
             update = update_policy(cfg, run_id, step, groups.trained)  # group advantages, one clipped update
-            signals = record_step(cfg, run_id, step, groups, dead, update, anchor, database_url)
+            signals = record_step(cfg, run_id, step, groups, dead, update, reanchored, database_url)
             save_progress(cfg, run_id, step, database_url)  # trainer state + this step's rows, for resume
             bar.update(
                 bar_id,
@@ -115,7 +115,7 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
                 valid=signals["train/valid_group_ratio"],
                 rescue=signals["rollout/rescue_success"],
             )
-    final = reanchor(cfg, run_id, cfg.updates, run["val_task_ids"], database_url)
-    summary = finish_train_run(cfg, run_id, final, database_url)
+    final_reanchor = reanchor(cfg, run_id, cfg.updates, run["val_task_ids"], database_url)
+    summary = finish_train_run(cfg, run_id, final_reanchor, database_url)
     release_handle(run_id)  # the trained weights live on as the registry checkpoint; free model and optimizer
-    return {**summary, "final_reanchor": final, "checkpoint": rl_checkpoint_name(run_id, cfg.updates)}
+    return {**summary, "final_reanchor": final_reanchor, "checkpoint": rl_checkpoint_name(run_id, cfg.updates)}

@@ -18,7 +18,7 @@ from flows.registry import FLOWS, entrypoint, load_flow
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_POOL = "harness-s"
 DEFAULT_CONFIGS = {  # flow -> the config file whose values prefill the UI form
-    "harness-s": "configs/quickstart.yaml",
+    "pipeline": "configs/quickstart.yaml",
     "evolve": "configs/evolve_dbbench_smol.yaml",
     "train": "configs/train_dbbench_smol.yaml",
     "evaluate": "configs/eval_dbbench.yaml",
@@ -26,7 +26,7 @@ DEFAULT_CONFIGS = {  # flow -> the config file whose values prefill the UI form
     "pool-report": None,
 }
 CONFIG_MODELS = {
-    "harness-s": ("configs.pipeline", "PipelineConfig"),
+    "pipeline": ("configs.pipeline", "PipelineConfig"),
     "evolve": ("configs.schema", "EvolveConfig"),
     "train": ("configs.schema", "TrainConfig"),
     "evaluate": ("configs.schema", "EvalConfig"),

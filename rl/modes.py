@@ -9,7 +9,7 @@ from enum import StrEnum
 
 
 class Mode(StrEnum):
-    """How an update's groups are formed (rl/rescue.py)."""
+    """How an update's groups are formed (rl/group_planning.py)."""
 
     HARNESS_S = "harness_s"  # a dead H0 group is replaced by the router's top K siblings
     GRPO = "grpo"  # no rescue

@@ -35,8 +35,7 @@ from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, ge
 
 def run_id_for(cfg: EvalConfig) -> str:
     """Same config, same run: starting the same command again resumes it."""
-    settings = cfg.model_dump_json(exclude={"group_concurrency", "results_dir", "runner", "wandb"})
-    return f"{cfg.name}-{stable_id('eval', settings)[:12]}"
+    return f"{cfg.name}-{stable_id('eval', cfg.identity())[:12]}"
 
 
 def result_storage(cfg: EvalConfig) -> Path:

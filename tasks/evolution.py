@@ -36,8 +36,7 @@ from tasks.training import warm_start_config
 
 
 def evolve_run_id(cfg: EvolveConfig) -> str:
-    key = cfg.model_dump_json(exclude={"results_dir", "concurrency", "pool", "wandb"})
-    return f"{cfg.name}-{stable_id('evolve', key)[:12]}"
+    return f"{cfg.name}-{stable_id('evolve', cfg.identity())[:12]}"
 
 
 def policy_config(cfg: EvolveConfig) -> PolicyConfig:

@@ -36,7 +36,7 @@ def ensure_training_split(env: EnvConfig) -> str:
 
 
 def pipeline_run_id(cfg: PipelineConfig) -> str:
-    return f"{cfg.name}-{stable_id('pipeline', cfg.model_dump_json())[:12]}"
+    return f"{cfg.name}-{stable_id('pipeline', cfg.identity())[:12]}"
 
 
 def training_config(cfg: PipelineConfig, pool_version: str | None) -> TrainConfig:

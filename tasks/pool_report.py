@@ -28,8 +28,7 @@ from tasks.resources import bench_task, bench_tasks, get_engine
 
 
 def report_run_id(cfg: PoolReportConfig) -> str:
-    key = cfg.model_dump_json(exclude={"results_dir", "concurrency", "report_dir"})
-    return f"{cfg.name}-{cfg.version}-{stable_id('pool-report', key)[:10]}"
+    return f"{cfg.name}-{cfg.version}-{stable_id('pool-report', cfg.identity())[:10]}"
 
 
 def _evolution_tasks(session, created_by: str | None) -> list[str]:

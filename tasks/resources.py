@@ -94,7 +94,10 @@ def bench_tasks(
 
 
 def bench_task(env: EnvConfig, bench_task_id: str) -> BenchTask:
-    split = bench_task_id.split("/")[1]
+    parts = bench_task_id.split("/")
+    if len(parts) != 3:
+        raise LookupError(f"benchmark task id {bench_task_id!r}: ids look like dbbench/dev/0007")
+    split = parts[1]
     for task in _split(split, env.data_dir):
         if task.id == bench_task_id:
             return task

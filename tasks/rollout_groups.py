@@ -19,8 +19,8 @@ from prefect.cache_policies import NO_CACHE
 from configs.schema import TrainConfig
 from db import store
 from db.engine import session_scope
+from rl.group_planning import PlannedGroup, first_groups, is_dead, rescue_groups
 from rl.modes import TRAIN_ROLES, Mode
-from rl.rescue import PlannedGroup, first_groups, is_dead, rescue_groups
 from rl.rollout import RolloutResult, run_rollouts
 from tasks.records import build_group
 from tasks.resources import bench_task, env_factory, get_engine

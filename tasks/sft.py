@@ -29,7 +29,7 @@ from tasks.resources import drop_local_policies, env_factory, get_engine, get_po
 
 def checkpoint_name(cfg: SftConfig) -> str:
     """Same config, same checkpoint: built on first use, reused afterwards."""
-    return f"{cfg.name}-{stable_id('sft', cfg.model_dump_json(exclude={'results_dir', 'gradient_checkpointing'}))[:10]}"
+    return f"{cfg.name}-{stable_id('sft', cfg.identity())[:10]}"
 
 
 def sft_run_id(cfg: SftConfig) -> str:

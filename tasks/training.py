@@ -65,8 +65,7 @@ class TrainingError(RuntimeError):
 # -- identities and plans -----------------------------------------------------------------
 def train_run_id(cfg: TrainConfig) -> str:
     """Same config, same run (the update budget excluded, so raising it extends the run)."""
-    key = cfg.model_dump_json(exclude={"updates", "results_dir", "state_dir", "wandb"})
-    return f"{cfg.name}-{cfg.mode}-{stable_id('train', key)[:12]}"
+    return f"{cfg.name}-{cfg.mode}-{stable_id('train', cfg.identity(exclude=frozenset({'updates'})))[:12]}"
 
 
 def init_checkpoint(cfg: TrainConfig) -> str:

@@ -54,3 +54,24 @@ def test_set_null_clears_a_field_while_named_flags_left_out_change_nothing():
         ["warm_start=null", "trainer.lr=0.001"],
     )
     assert cfg.warm_start is None and cfg.updates == 20 and cfg.k == 4 and cfg.trainer.lr == 0.001
+
+
+def test_identity_is_the_values_not_the_layout_nor_where_results_go():
+    import json
+
+    from configs.pipeline import PipelineConfig
+    from configs.schema import TrainConfig
+
+    a = TrainConfig()
+    assert json.loads(a.identity()) == json.loads(a.identity())  # deterministic
+    keys = list(json.loads(a.identity()))
+    assert keys == sorted(keys) and "results_dir" not in keys and "wandb" not in keys and "state_dir" not in keys
+    assert a.identity() == TrainConfig(results_dir="/elsewhere", wandb="disabled", state_dir="/x").identity()
+    assert a.identity() != TrainConfig(sampling={"temperature": 0.5}).identity()  # inherited fields count
+    assert a.identity() != TrainConfig(env={"backend": "mysql"}).identity()
+    assert "updates" not in a.identity(exclude=frozenset({"updates"}))
+    # Nested configs drop their own location fields too: a pipeline's id never depends on $HS_RESULTS_DIR.
+    p = PipelineConfig(train={}, evaluate={"group_concurrency": 2})
+    q = PipelineConfig(train={"results_dir": "/nfs/results"}, evaluate={"group_concurrency": 8}, wandb="online")
+    assert p.identity() == q.identity()
+    assert p.identity() != PipelineConfig(train={"updates": 3}).identity()

@@ -1,4 +1,4 @@
-"""The end-to-end pipeline (flows/harness_s.py) with the real SmolLM2 on a tiny budget: reuse a
+"""The end-to-end pipeline (flows/pipeline.py) with the real SmolLM2 on a tiny budget: reuse a
 frozen pool, train, evaluate before/after/Rank-1; a second call skips all finished work."""
 
 from __future__ import annotations
@@ -70,13 +70,13 @@ def test_pipeline_config_errors_are_one_line(tmp_path):
 def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
     tmp_path, train_dir, prefect_api, monkeypatch
 ):
-    from flows.harness_s import harness_s
+    from flows.pipeline import pipeline
     from tasks.pipeline import pipeline_run_id
 
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     cfg = tiny_pipeline(tmp_path)
-    result = harness_s(cfg, database_url=url)
+    result = pipeline(cfg, database_url=url)
 
     assert list(result["evaluations"]) == ["before", "after", "rank1", "rank1-before", "outside-fc_tools"]
     assert result["checkpoint"] == f"{result['train_run_id']}-u1"
@@ -126,7 +126,7 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
         assert report.tables["rq5"]["before"].sum() == pytest.approx(1.0)
         assert report.tables["rq2_validation"]["step"].tolist() == [0, 1]
 
-    again = harness_s(cfg, database_url=url)  # everything finished: nothing runs twice, no row duplicated
+    again = pipeline(cfg, database_url=url)  # everything finished: nothing runs twice, no row duplicated
     assert again["evaluations"] == result["evaluations"]
     with session_scope(make_engine(url)) as s:
         assert s.scalar(select(func.count()).select_from(Trajectory)) == n_traj
@@ -146,13 +146,13 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
         monkeypatch.setattr(module, "run_rollouts", lambda *a, _real=real, **kw: rollouts.append(1) or _real(*a, **kw))
     expected = every_id(url)
     other = f"sqlite:///{tmp_path / 'other.db'}"
-    assert harness_s(cfg, database_url=other)["evaluations"] == result["evaluations"]
+    assert pipeline(cfg, database_url=other)["evaluations"] == result["evaluations"]
     assert rollouts == [] and every_id(other) == expected
     (tmp_path / "hs.db").unlink()
-    assert harness_s(cfg, database_url=url)["evaluations"] == result["evaluations"]
+    assert pipeline(cfg, database_url=url)["evaluations"] == result["evaluations"]
     assert rollouts == [] and every_id(url) == expected
     shutil.rmtree(tmp_path / "results")
-    rerun = harness_s(cfg, database_url=url)
+    rerun = pipeline(cfg, database_url=url)
     assert rollouts and list(rerun["evaluations"]) == list(result["evaluations"])
     assert every_id(url) == expected
 

@@ -88,7 +88,7 @@ def test_deploy_then_trigger_through_the_api_runs_on_a_worker(tmp_path, data_dir
             timeout=300,
         )
         assert deployed.returncode == 0, deployed.stderr[-2000:]
-        assert "deployment harness-s/harness-s" in deployed.stdout and "deployment evaluate/evaluate" in deployed.stdout
+        assert "deployment pipeline/pipeline" in deployed.stdout and "deployment evaluate/evaluate" in deployed.stdout
 
         dep = httpx.get(f"{api}/deployments/name/evaluate/evaluate", timeout=10).json()
         schema = dep["parameter_openapi_schema"]  # the typed form the UI renders

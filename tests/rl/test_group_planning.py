@@ -4,7 +4,7 @@ import pytest
 
 from harness_pool.router import FixedRouter, RandomRouter
 from harness_pool.spec import load_harness
-from rl.rescue import first_groups, is_dead, rescue_groups
+from rl.group_planning import first_groups, is_dead, rescue_groups
 
 
 @pytest.fixture(scope="module")

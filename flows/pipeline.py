@@ -51,8 +51,8 @@ def evaluate_policy(cfg: PipelineConfig, pool_version: str | None, trained: dict
     }
 
 
-@flow(name="harness-s", flow_run_name="harness-s-{config.name}")
-def harness_s(config: PipelineConfig, database_url: str | None = None) -> dict:
+@flow(name="pipeline", flow_run_name="pipeline-{config.name}")
+def pipeline(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
     ensure_training_split(cfg.train.env)
