@@ -1,4 +1,4 @@
-"""Locality and complementarity of a harness pool, from paired runs on the same tasks (DESIGN.md §2.4).
+"""Locality and complementarity of a harness pool, from paired runs on the same tasks (docs/method.md §5).
 
 Input: for every harness, each task's rollout successes; every sibling ran k rollouts per task
 and H0 ran N * k (N siblings), so H0 can be compared both at the siblings' k and at the whole

@@ -1,4 +1,4 @@
-"""The research questions of DESIGN.md §2.4 as DataFrames, read from the database's analysis views
+"""The research questions of docs/method.md §5 as DataFrames, read from the database's analysis views
 (migration 0007), so every number here is also one plain SQL query away.
 
 Each function takes a session and the compared Methods (analysis/runs.py) and returns a

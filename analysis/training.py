@@ -3,7 +3,7 @@
 One row per run: the means over its updates of the valid-group ratio and effective-token
 ratio; rescues triggered and the share that found a success (over all rescue groups, not a
 mean of per-step shares); rollouts spent in total; and H0's validation success at each
-re-anchor. These are the RQ2/RQ3 signals of DESIGN.md §2.4.
+re-anchor. These are the RQ2/RQ3 signals of docs/method.md §5.
 """
 
 from __future__ import annotations

@@ -331,7 +331,7 @@ class Checkpoint(Base):
 
 
 class TrainStep(Base):
-    """Signals of one GRPO update (DESIGN.md §2.4): one row per (run, step), replaced on re-run.
+    """Signals of one GRPO update (docs/method.md §5): one row per (run, step), replaced on re-run.
 
     ``metrics`` holds the flat signal names also sent to W&B (train/valid_group_ratio,
     rollout/rescue_success, time/rollout_s, ...); ``details`` the per-group record of the step

@@ -4,7 +4,7 @@ The harness (prompts, parsing, truncation, hooks) turns policy text into one of 
 `Action` values below and an environment answers with a `StepResult`; after the episode the
 same environment's `verify()` gives the `Verdict` that becomes the RL reward. Keeping these
 types free of any benchmark detail is what lets every sibling harness of a benchmark share
-one environment interface and one verifier (DESIGN.md §2, §3).
+one environment interface and one verifier (docs/method.md §1, docs/architecture.md).
 """
 
 from __future__ import annotations

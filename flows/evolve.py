@@ -1,4 +1,4 @@
-"""Evolution flow: directional harness evolution and the frozen, versioned sibling pool (DESIGN.md §2.1).
+"""Evolution flow: directional harness evolution and the frozen, versioned sibling pool (docs/method.md §2).
 
 With the starting policy frozen, for rounds g = 1..R from parents {H0}:
   1. diagnose: every parent runs k rollouts on the same sampled training tasks; every failure

@@ -1,4 +1,4 @@
-"""Pool report flow: locality and complementarity of a frozen pool, measured (DESIGN.md §2.4).
+"""Pool report flow: locality and complementarity of a frozen pool, measured (docs/method.md §5).
 
 Every sibling runs k rollouts and H0 k x N (N siblings) on the same training tasks (not the
 ones evolution diagnosed on, when the pool came from `hs evolve`), with the same frozen policy.

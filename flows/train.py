@@ -1,4 +1,4 @@
-"""Training flow: GRPO with complementary harness rescue, and its baselines (DESIGN.md §2.2).
+"""Training flow: GRPO with complementary harness rescue, and its baselines (docs/method.md §3).
 
 For each update step s (re-anchor first when s is a multiple of reanchor_every, once more at
 the end):

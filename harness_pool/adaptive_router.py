@@ -1,6 +1,6 @@
 """The adaptive harness router: several voters rank siblings for a task, rank weights are summed.
 
-DESIGN.md §2.3: each voter ranks the candidate harnesses from the task text and the behaviour
+docs/method.md §4: each voter ranks the candidate harnesses from the task text and the behaviour
 profiles (harness_pool/profiles.py) before anything runs; a voter's ranks 1-4 weigh 1, 3/4, 1/2,
 1/4, weights are summed over voters and the top K win. Departures from the paper: besides LLM
 voters (`LlmVoter`, as in the paper) there are model-free voters, so the router works offline:
@@ -292,7 +292,7 @@ def _run_voters(voters: list[Voter], task, pool, profiles, timeout_s: float):
 
 
 class AdaptiveRouter:
-    """The Router of DESIGN.md §2.3: votes of several voters, combined by rank weights."""
+    """The Router of docs/method.md §4: votes of several voters, combined by rank weights."""
 
     def __init__(
         self,

@@ -2,7 +2,7 @@
 
 Started by harness_pool/hook_client.py as `python -I hook_worker.py ROOT PROJECT MEMORY_BYTES`, with an empty
 environment. Before it reads any request it confines itself (what worked is reported in the
-first line it writes, and `hs harness check`/the README describe it):
+first line it writes, and `hs harness check` and docs/security.md describe it):
 - the parent's death kills it (PR_SET_PDEATHSIG), and it gains no privileges (PR_SET_NO_NEW_PRIVS);
 - a new network namespace (no interface but a down loopback), when the kernel allows it;
 - chroot into ROOT, an empty directory the parent made read-only, so no file can be read or

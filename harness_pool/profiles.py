@@ -1,7 +1,7 @@
 """Behaviour profiles: where a sibling harness beats or loses to H0, and how it acts there.
 
 A profile is induced from paired validation (every sibling and H0 ran the same validation
-tasks, DESIGN.md §2.2 re-anchoring). Each entry says *when* (a task condition: task types,
+tasks, docs/method.md §4). Each entry says *when* (a task condition: task types,
 tiers, keywords) and *how* the sibling acts differently from H0, with the evidence behind it
 (the tasks, the mean success delta sibling - H0, their count). The router's voters read these
 entries to rank siblings for a task before anything runs (§2.3).

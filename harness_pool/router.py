@@ -1,6 +1,6 @@
 """Routers: which K auxiliary harnesses rescue a task whose H0 group failed completely.
 
-The contract is DESIGN.md's `rank(task, pool, profiles) -> ranking with each voter's votes`.
+The contract is docs/method.md §4's `rank(task, pool, profiles) -> ranking with each voter's votes`.
 This module holds the simple routers (the adaptive, profile-voting router in adaptive_router.py
 builds on the same contract): a seeded random top-K, and a fixed list. A ranking longer than the pool wraps
 around, so K rollouts can always be placed even when the pool has fewer than K siblings.

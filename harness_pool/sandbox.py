@@ -8,7 +8,7 @@ returns None or a dict of effects:
     {"block": text}    before_action only: refuse the action, show text, spend a round
     {"rewrite": sql}   before_action only, SQL actions: run this SQL instead
 
-Three layers, outermost first (the README's "Security model" says what each one stops):
+Three layers, outermost first (docs/security.md says what each one stops):
 1. The OS boundary (harness_pool/hook_worker.py): hooks run only in a separate worker process
    with no environment, no network, no files, an unprivileged user and address-space / CPU
    limits; the parent kills a call that overruns its wall-clock budget.

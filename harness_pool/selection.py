@@ -1,4 +1,4 @@
-"""Parent selection: greedy maximum coverage of validation tasks (DESIGN.md §2.1 step 4).
+"""Parent selection: greedy maximum coverage of validation tasks (docs/method.md §2 step 4).
 
 Each candidate H has V(H), the validation tasks it solves. Choose up to B candidates whose
 union |V(H1) ∪ ... ∪ V(HB)| is as large as possible. Greedy (take the candidate adding the most

@@ -1,7 +1,7 @@
 """Cross-group batching: concurrent rollout groups share one generate call per round trip.
 
 Each rollout group is its own Prefect task, so several groups run in worker threads at once.
-Sampling cost on CPU and GPU grows far slower than batch size (DESIGN.md: 1 sequence 10 tok/s,
+Sampling cost on CPU and GPU grows far slower than batch size (docs/method.md §7: 1 sequence 10 tok/s,
 32 sequences 84 tok/s on 2 cores), so instead of each group calling the model alone, callers
 queue their sessions; whichever caller finds the model idle becomes the leader, waits a few
 milliseconds for others to join, and runs one batched call for every compatible request.

@@ -1,5 +1,5 @@
 """A lean batched decode loop for Llama-family models, with each session's keys/values kept
-between turns (DESIGN.md §4: a decode step under `model.generate` is overhead-bound here).
+between turns (docs/method.md §7: a decode step under `model.generate` is overhead-bound here).
 
 One `run` takes sessions at any turn of any episode. Each brings the tokens it has
 (`token_ids`) and the keys/values it already computed for a prefix of them (`KVCache`, or None).

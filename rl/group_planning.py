@@ -1,4 +1,4 @@
-"""Which rollouts form each task's group in one update, per training mode (DESIGN.md §2.2, §2.4).
+"""Which rollouts form each task's group in one update, per training mode (docs/method.md §3, §5).
 
 - harness_s: K rollouts under H0; a group with no success is "dead" and is replaced by a rescue
   group: the router ranks the auxiliary harnesses for the task and the top K each run once,

@@ -1,4 +1,4 @@
-"""GRPO math as pure tensor functions (no database, Prefect or W&B), DESIGN.md §2.2.
+"""GRPO math as pure tensor functions (no database, Prefect or W&B), docs/method.md §3.
 
 Shapes: G = rollouts in a group, B = sequences in a batch, T = tokens per sequence (padded).
 - Advantage of a rollout: (R - mean of its group) / max(std of its group, 1e-6); a group whose

@@ -1,6 +1,6 @@
 """Which number format runs where, and the rollout copy of a trained model.
 
-bf16 matrix products are 6.5x fp32 on CPUs with AMX / AVX-512 bf16 (DESIGN.md §4) and native
+bf16 matrix products are 6.5x fp32 on CPUs with AMX / AVX-512 bf16 (docs/method.md §7) and native
 on recent GPUs, so 'auto' picks bf16 there and fp32 elsewhere. Training keeps fp32 master
 weights and optimizer state (one AdamW step at lr 1e-5 moves only 2% of bf16 weights) and
 runs its forward and backward under bf16 autocast; rollouts sample from a bf16 copy whose

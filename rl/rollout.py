@@ -106,7 +106,7 @@ _MUTATIONS = ("insert", "update", "delete", "replace")
 
 
 def behaviour_tags(queries: list[str], answered: bool) -> list[str]:
-    """Cheap DBBench behaviour detectors over the executed SQL (see DESIGN.md RQ4).
+    """Cheap DBBench behaviour detectors over the executed SQL (docs/method.md §5, RQ4).
 
     Queries are compared lower-cased with whitespace collapsed, so the tags measure what the
     policy did, not how it spaced it:

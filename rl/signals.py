@@ -1,4 +1,4 @@
-"""Training signals of one update step (pure, DESIGN.md §2.4), from the groups that fed it.
+"""Training signals of one update step (pure, docs/method.md §5), from the groups that fed it.
 
 A group is what the update saw for one task: the kept H0 group, or the rescue group that
 replaced a dead one. Definitions:

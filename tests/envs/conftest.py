@@ -16,7 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _find_data_dir() -> Path | None:
-    """$HS_DATA_DIR, else the shared data folder next to the checkout (DESIGN.md: ../shared/data)."""
+    """$HS_DATA_DIR, else the shared data folder next to the checkout (how CI lays out the checkout)."""
     for candidate in (os.environ.get("HS_DATA_DIR"), REPO_ROOT.parent / "shared" / "data", REPO_ROOT / "data"):
         if candidate and (Path(candidate) / "dbbench" / "dev.jsonl").is_file():
             return Path(candidate)

@@ -5,7 +5,7 @@ Three groups: hooks the static policy refuses (so `hs harness check` and every h
 refuse them), hooks that pass it and must fail inside the worker within the wall budget, and raw
 Python run under the worker's OS confinement alone (no policy at all), which must not reach a
 file, the network, the environment, a shell or more memory. Every hook below escaped or stalled
-the in-process sandbox this replaced (DESIGN.md §4).
+the in-process sandbox this replaced (docs/method.md §7).
 """
 
 from __future__ import annotations
