@@ -22,6 +22,17 @@ from envs.base import DataError
 
 BENCHMARK = "dbbench"
 MUTATION_TYPES = ("INSERT", "UPDATE")
+SELECT_TYPES = (
+    "other",
+    "counting",
+    "comparison",
+    "ranking",
+    "aggregation-SUM",
+    "aggregation-MIN",
+    "aggregation-MAX",
+    "aggregation-AVG",
+)
+TASK_TYPES = MUTATION_TYPES + SELECT_TYPES  # every DBBench task type, mutations first
 # Difficulty tiers of the generated train split, easiest first (see train_split.py).
 TIERS = ("easy", "medium", "hard")
 

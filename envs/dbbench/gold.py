@@ -17,21 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envs.base import AnswerAction, SqlAction
-from envs.dbbench.data import BenchTask, load_split
+from envs.dbbench.data import TASK_TYPES, BenchTask, load_split
 from envs.dbbench.env import DbBenchEnv
 
-TYPE_ORDER = (
-    "INSERT",
-    "UPDATE",
-    "other",
-    "counting",
-    "comparison",
-    "ranking",
-    "aggregation-SUM",
-    "aggregation-MIN",
-    "aggregation-MAX",
-    "aggregation-AVG",
-)
+TYPE_ORDER = TASK_TYPES
 
 
 @dataclass(frozen=True)

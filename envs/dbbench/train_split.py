@@ -33,23 +33,13 @@ import random
 from pathlib import Path
 
 from envs.base import DataError
-from envs.dbbench.data import MUTATION_TYPES, TIERS, check_tiers, load_split, parse_tiers
+from envs.dbbench.data import MUTATION_TYPES, SELECT_TYPES, TIERS, check_tiers, load_split, parse_tiers
 from envs.dbbench.sqlite_backend import SqliteBackend
 from envs.dbbench.train_templates import Table, distinct_tables, fmt_number, generators
 from envs.dbbench.train_tiers import AGG_FNS, easy_generators, medium_generators
 
 SOURCE = "harness-s-train"
 MIN_TASKS = 300
-SELECT_TYPES = (
-    "other",
-    "counting",
-    "comparison",
-    "ranking",
-    "aggregation-SUM",
-    "aggregation-MIN",
-    "aggregation-MAX",
-    "aggregation-AVG",
-)
 # The standard split's mix inside its SELECT third (17/17/17/17/8/8/8/8).
 SELECT_WEIGHTS = (17, 17, 17, 17, 8, 8, 8, 8)
 # SELECT-family types and weights inside each tier's SELECT third.
