@@ -14,8 +14,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from analysis import figures, research
+from analysis import comparisons, figures, research
 from analysis.runs import Method, resolve_methods
+from analysis.statistics import wilson
 
 
 @dataclass
@@ -27,9 +28,12 @@ class Report:
 def build_report(session: Session, main: str, baselines: list[str]) -> Report:
     methods = resolve_methods(session, main, baselines)
     stages = research.rq3_rescue_by_stage(session, methods)
+    signals = research.rq2_signals(session, methods)
     tables = {
         "rq1": research.rq1_main_table(session, methods),
-        "rq2": research.rq2_signals(session, methods),
+        "rq1_differences": comparisons.evaluation_differences(session, methods),
+        "rq2": signals,
+        "rq2_differences": comparisons.signal_differences(signals),
         "rq2_validation": research.rq2_validation(session, methods),
         "rq3": stages,
         "rq3_ablation": research.rq3_reanchoring_ablation(stages),
@@ -60,7 +64,7 @@ def _display(key: str, df: pd.DataFrame) -> pd.DataFrame:
     if key == "rq4" and not df.empty:
         df = df.pivot_table(index="behaviour", columns="policy", values="share", aggfunc="first", sort=False)
         df = df.reset_index().rename_axis(columns=None)
-    df = df.drop(columns=[c for c in ("run_id",) if c in df.columns])
+    df = df.drop(columns=[c for c in ("run_id", "effective_groups") if c in df.columns])
     return df.astype(object).where(df.notna(), None)
 
 
@@ -80,62 +84,132 @@ def _pm(row) -> str:
     return f"{row['pass_mean']:.2f} ± {row['pass_std']:.2f}"
 
 
+def _difference(row) -> str:
+    """'+8.33 Avg@k points [-2.78, +19.44], within noise' from a row of the differences table."""
+    return (
+        f"{row['avg_diff']:+.2f} Avg@k points [{row['avg_low']:+.2f}, {row['avg_high']:+.2f}] and "
+        f"{row['pass_diff']:+.2f} Pass@k points [{row['pass_low']:+.2f}, {row['pass_high']:+.2f}] "
+        f"over {row['n_tasks']} tasks: {row['verdict']}"
+    )
+
+
+def _differences(t: pd.DataFrame, *labels: str) -> list[str]:
+    rows = t.set_index("comparison") if not t.empty else t
+    return [f"{label}: {_difference(rows.loc[label])}" for label in labels if label in rows.index]
+
+
 def readings(report: Report) -> dict[str, str]:
-    """One plain sentence per section, computed from its table."""
-    t, main = report.tables, report.methods[0].label
+    """One plain sentence per section, computed from its table; 'beyond noise' or 'within noise'
+    always comes from a 95% interval of the difference, never from the std over seeds."""
+    t, main = report.tables, report.methods[0]
     out: dict[str, str] = {}
-    h0 = t["rq1"][t["rq1"]["routing"] == "H0"].set_index("method")
-    if main in h0.index:
-        others = [f"{m} {_pm(h0.loc[m])}" for m in h0.index if m != main]
-        out["rq1"] = (
-            f"Under H0, {main} reaches Pass@k {_pm(h0.loc[main])}"
-            + (f" against {', '.join(others)}." if others else ".")
-            + " Differences smaller than the std over seeds are not evidence either way."
+    d = t["rq1_differences"]
+    said = _differences(
+        d,
+        *[f"{main.label} - {m.label} (H0)" for m in report.methods[1:]],
+        f"{main.label} - base policy (H0)",
+        "Rank-1 - H0, trained",
+    )
+    if said:
+        out["rq1"] = "; ".join(said) + "."
+    s = t["rq2_differences"]
+    if not s.empty:
+        out["rq2"] = (
+            "; ".join(
+                f"{r['signal']} {r['comparison']}: {r['difference']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}], "
+                f"{r['verdict']}"
+                for _, r in s[s["signal"] != "rescue_success"].iterrows()
+            )
+            + "."
         )
-    if not t["rq2"].empty:
+    elif not t["rq2"].empty:
         best = t["rq2"].sort_values("valid_group_ratio", ascending=False).iloc[0]
         out["rq2"] = f"The highest mean valid-group ratio is {best['method']}'s ({best['valid_group_ratio']:.3f})."
     if not t["rq3"].empty:
-        total = t["rq3"].assign(ok=t["rq3"]["rescues"] * t["rq3"]["rescue_success"].fillna(0.0))
-        per = total.groupby("router")[["ok", "rescues"]].sum()
-        out["rq3"] = (
-            "Rescue success over all stages: "
-            + ", ".join(f"{r} {row['ok']:.0f}/{row['rescues']:.0f}" for r, row in per.iterrows())
-            + "."
-        )
+        per = t["rq3"].groupby("router")[["rescued", "rescues"]].sum()
+        parts = []
+        for router, row in per.iterrows():
+            if row["rescues"]:
+                w = wilson(row["rescued"], row["rescues"])
+                parts.append(f"{router} {row['rescued']:.0f}/{row['rescues']:.0f} [{w.low:.2f}, {w.high:.2f}]")
+            else:
+                parts.append(f"{router} no rescues")
+        out["rq3"] = "Rescue success over all stages (95% interval): " + ", ".join(parts) + "."
+        ablation = t["rq3_ablation"].dropna(subset=["low"]) if "low" in t["rq3_ablation"] else pd.DataFrame()
+        if not ablation.empty:
+            out["rq3"] += (
+                " Re-anchoring ablation, adaptive - fixed_profiles: "
+                + "; ".join(
+                    f"stage {r['stage']} {r['difference']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}], {r['verdict']}"
+                    for _, r in ablation.iterrows()
+                )
+                + "."
+            )
     if not t["rq4"].empty:
         wide = t["rq4"].pivot_table(index="behaviour", columns="policy", values="share", aggfunc="first")
-        if "base policy" in wide.columns and main in wide.columns:
-            delta = (wide[main] - wide["base policy"]).sort_values()
+        if "base policy" in wide.columns and main.label in wide.columns:
+            delta = (wide[main.label] - wide["base policy"]).sort_values()
             out["rq4"] = (
-                f"Largest change under H0 from the base policy to {main}: {delta.index[-1]} "
+                f"Largest change under H0 from the base policy to {main.label}: {delta.index[-1]} "
                 f"{delta.iloc[-1]:+.3f}, {delta.index[0]} {delta.iloc[0]:+.3f}."
             )
-    if not t["rq5"].empty and "h0" in set(t["rq5"]["harness"]):
-        row = t["rq5"].set_index("harness").loc["h0"]
-        out["rq5"] = f"H0 is Rank-1 on {row['before']:.1%} of tasks before training and {row['after']:.1%} after."
-    if not t["rq6"].empty:
+    if not t["rq5"].empty and main.base_harness in set(t["rq5"]["harness"]):
+        row = t["rq5"].set_index("harness").loc[main.base_harness]
+        out["rq5"] = f"H0 is Rank-1 on {row['before']:.1%} of tasks before training and {row['after']:.1%} after"
+        if "change_low" in row:
+            out["rq5"] += f" (change [{row['change_low']:+.2f}, {row['change_high']:+.2f}], {row['verdict']})"
+        out["rq5"] += "."
+    outside = (
+        [x for x in d["comparison"] if x.endswith("- H0, trained") and not x.startswith("Rank-1")] if len(d) else []
+    )
+    if outside:
+        out["rq6"] = "; ".join(_differences(d, *outside)) + "."
+    elif not t["rq6"].empty:
         out["rq6"] = (
             "; ".join(f"{r['method']} under {r['harness']}: Pass@k {_pm(r)}" for _, r in t["rq6"].iterrows()) + "."
+        )
+    loc = t["locality"]
+    if not loc.empty:
+        last = loc[loc["step"] == loc["step"].max()]
+        beyond = last[last["verdict"] == "beyond noise"]
+        out["phenomena"] = (
+            f"At the last re-anchor (step {int(last['step'].iloc[0])}, {int(last['n_tasks'].iloc[0])} tasks), "
+            f"{len(beyond)} of {len(last)} siblings differ from H0 beyond noise"
+            + (
+                ": " + ", ".join(f"{r['sibling']} {r['edge']:+.2f}" for _, r in beyond.iterrows())
+                if len(beyond)
+                else ""
+            )
+            + "."
         )
     return out
 
 
 SECTIONS = [
-    ("rq1", "RQ1: main table", ["rq1"], "Pass@k / Avg@k (%, mean ± std over seeds) under H0 and under Rank-1."),
+    (
+        "rq1",
+        "RQ1: main table",
+        ["rq1", "rq1_differences"],
+        "Pass@k / Avg@k (%, mean ± std over seeds) under H0 and under Rank-1; then paired differences on the same "
+        "tasks (percent points; 95% paired-bootstrap interval over tasks, 10,000 seeded resamples; sign-flip "
+        "permutation p-value). A difference is beyond noise when its interval excludes 0.",
+    ),
     (
         "rq2",
         "RQ2: training signals",
-        ["rq2", "rq2_validation"],
+        ["rq2", "rq2_differences", "rq2_validation"],
         "Valid-group ratio (groups with both a success and a failure), effective-token ratio, rescues and rollouts "
-        "spent per training run; H0 validation success at every re-anchor.",
+        "spent per training run, with 95% Wilson intervals over groups; the main run minus each other run "
+        "(Newcombe interval, two-proportion z test; the effective-token ratio is treated as a share of groups, "
+        "an approximation since tokens are clustered in groups); H0 validation success at every re-anchor.",
     ),
     (
         "rq3",
         "RQ3: rescue success by router",
         ["rq3", "rq3_ablation"],
-        "Share of rescue groups with at least one success, per training stage (updates between re-anchors); the "
-        "re-anchoring ablation compares adaptive with fixed_profiles (first profiles, never re-anchored).",
+        "Share of rescue groups with at least one success, per training stage (updates between re-anchors), with "
+        "95% Wilson intervals; the re-anchoring ablation compares adaptive with fixed_profiles (first profiles, "
+        "never re-anchored), with Newcombe intervals of the difference.",
     ),
     (
         "rq4",
@@ -148,8 +222,9 @@ SECTIONS = [
         "rq5",
         "RQ5: router dependency",
         ["rq5", "rq5_edge"],
-        "Share of evaluation tasks on which each harness is ranked first, before and after training; Rank-1's edge "
-        "over H0 in Pass@k / Avg@k points.",
+        "Share of evaluation tasks on which each harness is ranked first, before and after training, with the "
+        "95% Newcombe interval of the change; Rank-1's edge over H0 in Pass@k / Avg@k points (its interval is in "
+        "the RQ1 differences).",
     ),
     (
         "rq6",
@@ -161,8 +236,10 @@ SECTIONS = [
         "phenomena",
         "Locality, complementarity, non-stationarity",
         ["locality", "complementarity", "non_stationarity"],
-        "From the main run's paired validation at each re-anchor: per sibling, tasks fixed and broken relative to H0; "
-        "H0 vs best single sibling vs the oracle union; each sibling's success edge over H0 by re-anchor.",
+        "From the main run's paired validation at each re-anchor: per sibling, tasks fixed and broken relative to H0, "
+        "and its edge (fixed - broken) / tasks with a 95% paired-bootstrap interval; H0 vs best single sibling vs "
+        "the oracle union, with the interval of the union's gain over the best single; each sibling's success edge "
+        "over H0 by re-anchor.",
     ),
 ]
 

@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from analysis.runs import Method
+from analysis.statistics import Interval, paired_bootstrap, sign_flip_test, two_proportions, verdict, wilson
 from analysis.training import rescue_by_stage
 
 # The DBBench behaviour detectors (rl/rollout.py behaviour_tags), in report order.
@@ -80,6 +81,34 @@ def _signals(session: Session, train_run_id: str) -> list[dict]:
     return _rows(session, "SELECT * FROM train_signals WHERE run_id = :r ORDER BY step", r=train_run_id)
 
 
+SIGNAL_TABLE = [
+    "method",
+    "updates",
+    "valid_group_ratio",
+    "valid_low",
+    "valid_high",
+    "effective_token_ratio",
+    "first_group_success",
+    "rescues",
+    "rescue_success",
+    "rescue_low",
+    "rescue_high",
+    "rollouts_spent",
+    "groups",
+    "valid_groups",
+    "effective_groups",
+    "rescued",
+]
+
+
+def _wilson_bounds(prefix: str, hits: float | None, trials: float | None) -> dict:
+    """{prefix_low, prefix_high}: the 95% Wilson interval of hits / trials (None without trials)."""
+    if not trials or hits is None:
+        return {f"{prefix}_low": None, f"{prefix}_high": None}
+    w = wilson(min(hits, trials), trials)
+    return {f"{prefix}_low": w.low, f"{prefix}_high": w.high}
+
+
 def rq2_signals(session: Session, methods: list[Method]) -> pd.DataFrame:
     """Per training run: mean valid-group and effective-token ratios, H0 first-group success, rescues, the share
     of rescue groups with a success, and rollouts spent (also as a share of GRPO's when GRPO is compared)."""
@@ -95,31 +124,31 @@ def rq2_signals(session: Session, methods: list[Method]) -> pd.DataFrame:
 
         triggered = sum(s["rescues_triggered"] or 0.0 for s in steps)
         rescued = sum((s["rescue_success"] or 0.0) * (s["rescues_triggered"] or 0.0) for s in steps)
+        groups = m.batch_tasks * len(steps) if m.batch_tasks else None
+
+        def count(key: str) -> float | None:  # groups the signal held, from each update's ratio
+            return sum((s[key] or 0.0) * m.batch_tasks for s in steps) if groups else None
+
+        valid, effective = count("valid_group_ratio"), count("effective_token_ratio")
         rows.append(
             {
                 "method": m.label,
                 "updates": len(steps),
                 "valid_group_ratio": mean("valid_group_ratio"),
+                **_wilson_bounds("valid", valid, groups),
                 "effective_token_ratio": mean("effective_token_ratio"),
                 "first_group_success": mean("first_group_success"),
                 "rescues": round(triggered),
                 "rescue_success": rescued / triggered if triggered else None,
+                **_wilson_bounds("rescue", rescued, triggered),
                 "rollouts_spent": sum(s["rollouts_spent"] or 0.0 for s in steps),
+                "groups": groups,
+                "valid_groups": round(valid) if valid is not None else None,
+                "effective_groups": effective,
+                "rescued": round(rescued),
             }
         )
-    df = pd.DataFrame(
-        rows,
-        columns=[
-            "method",
-            "updates",
-            "valid_group_ratio",
-            "effective_token_ratio",
-            "first_group_success",
-            "rescues",
-            "rescue_success",
-            "rollouts_spent",
-        ],
-    )
+    df = pd.DataFrame(rows, columns=SIGNAL_TABLE)
     grpo = df.loc[df["method"] == "grpo", "rollouts_spent"]
     df["rollouts_vs_grpo"] = df["rollouts_spent"] / float(grpo.iloc[0]) if len(grpo) and grpo.iloc[0] else None
     return df
@@ -165,29 +194,69 @@ def rq3_rescue_by_stage(session: Session, methods: list[Method]) -> pd.DataFrame
         last = max((s["step"] for s in steps), default=0)
         for start, stage in rescue_by_stage(steps, reanchor_steps).items():
             end = min([a - 1 for a in reanchor_steps if a > start] + [last])
+            rescues = round(stage["rescues"])
+            rescued = round((stage["rescue_success"] or 0.0) * rescues)
             rows.append(
                 {
                     "router": m.router,
                     "method": m.label,
                     "stage": f"{start}-{end}",
                     "first_update": start,
-                    "rescues": round(stage["rescues"]),
+                    "rescues": rescues,
+                    "rescued": rescued,
                     "rescue_success": stage["rescue_success"],
+                    **_wilson_bounds("rescue", rescued, rescues),
                 }
             )
-    return pd.DataFrame(rows, columns=["router", "method", "stage", "first_update", "rescues", "rescue_success"])
+    return pd.DataFrame(rows, columns=RESCUE_STAGE_TABLE)
+
+
+RESCUE_STAGE_TABLE = [
+    "router",
+    "method",
+    "stage",
+    "first_update",
+    "rescues",
+    "rescued",
+    "rescue_success",
+    "rescue_low",
+    "rescue_high",
+]
 
 
 def rq3_reanchoring_ablation(stages: pd.DataFrame) -> pd.DataFrame:
     """Adaptive (re-anchored profiles) vs fixed_profiles (first profiles kept) per stage; empty unless both ran."""
+    columns = ["stage", "adaptive", "fixed_profiles", "difference", "low", "high", "verdict"]
     both = stages[stages["router"].isin(["adaptive", "fixed_profiles"])]
     if set(both["router"]) != {"adaptive", "fixed_profiles"}:
-        return pd.DataFrame(columns=["stage", "adaptive", "fixed_profiles", "difference"])
-    wide = both.pivot_table(index="stage", columns="router", values="rescue_success", aggfunc="first")
-    wide = wide.reindex(columns=["adaptive", "fixed_profiles"]).reset_index()
-    wide["difference"] = wide["adaptive"] - wide["fixed_profiles"]
-    wide.columns.name = None
-    return wide
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for stage, part in both.groupby("stage", sort=True):
+        by = part.set_index("router")
+        row = {
+            "stage": stage,
+            "adaptive": by["rescue_success"].get("adaptive"),
+            "fixed_profiles": by["rescue_success"].get("fixed_profiles"),
+        }
+        if (
+            {"adaptive", "fixed_profiles"} <= set(by.index)
+            and by.loc["adaptive", "rescues"]
+            and by.loc["fixed_profiles", "rescues"]
+        ):
+            c = two_proportions(
+                by.loc["adaptive", "rescued"],
+                by.loc["adaptive", "rescues"],
+                by.loc["fixed_profiles", "rescued"],
+                by.loc["fixed_profiles", "rescues"],
+            )
+            row |= {
+                "difference": c.difference.estimate,
+                "low": c.difference.low,
+                "high": c.difference.high,
+                "verdict": verdict(c.difference),
+            }
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _behaviour_shares(session: Session, run_id: str) -> dict[str, float]:
@@ -310,6 +379,15 @@ def rq5_rank1_shares(session: Session, methods: list[Method]) -> pd.DataFrame:
         wide.loc[main.base_harness] = 0.0
     wide = wide.reindex(columns=["before", "after"], fill_value=0.0).sort_index().reset_index()
     wide.columns.name = None
+    n = df.groupby("when")["n_tasks"].first()
+    if {"before", "after"} <= set(n.index):  # after - before, each share over its tasks (Newcombe)
+        changes = [
+            two_proportions(r["after"] * n["after"], n["after"], r["before"] * n["before"], n["before"]).difference
+            for _, r in wide.iterrows()
+        ]
+        wide["change_low"] = [c.low for c in changes]
+        wide["change_high"] = [c.high for c in changes]
+        wide["verdict"] = [verdict(c) for c in changes]
     return wide
 
 
@@ -392,17 +470,37 @@ def locality(session: Session, methods: list[Method]) -> pd.DataFrame:
         base, n = by_name.get(main.base_harness, (set(), 0))
         for name, (solved, _) in sorted(by_name.items()):
             if name != main.base_harness:
+                fixed, broken = len(solved - base), len(base - solved)
+                edge, said = _count_difference(fixed, broken, n)
                 rows.append(
                     {
                         "step": step,
                         "sibling": name,
                         "solved": len(solved),
-                        "fixed": len(solved - base),
-                        "broken": len(base - solved),
+                        "fixed": fixed,
+                        "broken": broken,
                         "n_tasks": n,
+                        "edge": edge.estimate,
+                        "edge_low": edge.low,
+                        "edge_high": edge.high,
+                        "verdict": said,
                     }
                 )
-    return pd.DataFrame(rows, columns=["step", "sibling", "solved", "fixed", "broken", "n_tasks"])
+    return pd.DataFrame(
+        rows,
+        columns=["step", "sibling", "solved", "fixed", "broken", "n_tasks", "edge", "edge_low", "edge_high", "verdict"],
+    )
+
+
+def _count_difference(gained: int, lost: int, n: int) -> tuple[Interval, str]:
+    """Paired success difference over n tasks where ``gained`` go 0 -> 1 and ``lost`` 1 -> 0: the
+    mean of per-task differences (+1, -1, 0) with its paired bootstrap interval, and the verdict
+    (interval and exact sign-flip test, which for such counts is McNemar's test)."""
+    diffs = [1.0] * gained + [-1.0] * lost + [0.0] * max(n - gained - lost, 0)
+    zeros = [0.0] * max(len(diffs), 1)
+    diffs = diffs or [0.0]
+    interval = paired_bootstrap(diffs, zeros)
+    return interval, verdict(interval, sign_flip_test(diffs, zeros))
 
 
 def complementarity(session: Session, methods: list[Method]) -> pd.DataFrame:
@@ -416,6 +514,8 @@ def complementarity(session: Session, methods: list[Method]) -> pd.DataFrame:
         if not siblings or not n:
             continue
         best = max(sorted(siblings), key=lambda name: len(siblings[name]))
+        union = set().union(*siblings.values())
+        gain, said = _count_difference(len(union - siblings[best]), 0, n)  # the union contains the best single
         rows.append(
             {
                 "step": step,
@@ -423,10 +523,26 @@ def complementarity(session: Session, methods: list[Method]) -> pd.DataFrame:
                 "h0": len(base) / n,
                 "best_single": len(siblings[best]) / n,
                 "best_single_name": best,
-                "oracle_union": len(set().union(*siblings.values())) / n,
+                "oracle_union": len(union) / n,
+                "union_gain_low": gain.low,
+                "union_gain_high": gain.high,
+                "verdict": said,
             }
         )
-    return pd.DataFrame(rows, columns=["step", "n_tasks", "h0", "best_single", "best_single_name", "oracle_union"])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "step",
+            "n_tasks",
+            "h0",
+            "best_single",
+            "best_single_name",
+            "oracle_union",
+            "union_gain_low",
+            "union_gain_high",
+            "verdict",
+        ],
+    )
 
 
 def non_stationarity(session: Session, methods: list[Method]) -> pd.DataFrame:

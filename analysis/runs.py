@@ -27,6 +27,7 @@ class Method:
     router: str | None
     base_harness: str
     evaluations: dict[str, str] = field(default_factory=dict)  # label -> evaluation run id
+    batch_tasks: int | None = None  # groups per update (one per task of the batch)
 
     def eval_run(self, label: str) -> str | None:
         return self.evaluations.get(label)
@@ -66,6 +67,7 @@ def method_of(session: Session, run: Run) -> Method:
         router=router,
         base_harness=train_config.get("harness", "h0"),
         evaluations=evaluations,
+        batch_tasks=train_config.get("batch_tasks"),
     )
 
 

@@ -89,7 +89,8 @@ REANCHORS = {
 
 
 def _train_config(mode: str, router: str | None) -> dict:
-    return {"mode": mode, "harness": "h0", **({"router": {"kind": router}} if router else {})}
+    # 2 tasks per update: 8 groups over the 4 updates of each training run.
+    return {"mode": mode, "harness": "h0", "batch_tasks": 2, **({"router": {"kind": router}} if router else {})}
 
 
 def build(session) -> None:

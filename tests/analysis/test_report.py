@@ -86,7 +86,18 @@ def test_rq2_signals_and_validation(session, methods):
             "rescue_success": 2 / 7,
             "rollouts_spent": 76.0,
             "rollouts_vs_grpo": 76 / 48,
-        }
+            # valid groups 1 + 2 + 0 + 1 = 4 of 8: Wilson(4, 8) = 0.5 ± 1.959964 * 0.215072 / 1.480182
+            "groups": 8,
+            "valid_groups": 4,
+            "valid_low": 0.215213,
+            "valid_high": 0.784787,
+            "effective_groups": 3.2,  # (0.4 + 0.6 + 0.2 + 0.4) * 2
+            # 2 of 7 rescues: centre (0.285714 + 0.274390) / 1.548780 = 0.361642, half 0.279421
+            "rescued": 2,
+            "rescue_low": 0.082221,
+            "rescue_high": 0.641063,
+        },
+        abs=1e-5,
     )
     assert pd.isna(rows[GRPO]["rescue_success"]) and rows[GRPO]["valid_group_ratio"] == approx(0.25)
     assert rows[FP]["rescue_success"] == approx(1 / 3) and rows[FP]["rollouts_vs_grpo"] == approx(1.5)
@@ -116,6 +127,47 @@ def test_rq3_stages_and_reanchoring_ablation(session, methods):
     }
     ablation = _records(research.rq3_reanchoring_ablation(stages), "stage")
     assert ablation["0-1"]["difference"] == approx(1 / 3 - 0.5) and ablation["2-3"]["difference"] == approx(0.25)
+    assert {r["verdict"] for r in ablation.values()} == {"within noise"}  # 1 of 3 vs 2 of 4; 1 of 4 vs 0 of 2
+
+
+def test_evaluation_differences_are_paired_over_tasks(session, methods):
+    from analysis.comparisons import evaluation_differences
+
+    rows = _records(evaluation_differences(session, methods), "comparison")
+    # Per task (Pass, Avg) over the 2 seeds: before d1 (0, 0), d2 (50, 16.67); after d1 (100, 50), d2 (50, 16.67).
+    # Differences d1 (+100, +50), d2 (0, 0): 2 tasks, so a resample's mean is one of three values with
+    # probability 1/4, 1/2, 1/4 and the 95% interval runs from the lowest to the highest.
+    trained = rows[f"{HS} - base policy (H0)"]
+    assert (trained["n_tasks"], trained["pass_diff"], trained["pass_low"], trained["pass_high"]) == approx(
+        (2, 50.0, 0.0, 100.0)
+    )
+    assert (trained["avg_diff"], trained["avg_low"], trained["avg_high"]) == approx((25.0, 0.0, 50.0))
+    assert trained["pass_p"] == approx(1.0) and trained["verdict"] == "within noise"  # one non-zero task
+    # grpo after: d1 (0, 0), d2 (100, 50). harness_s - grpo: d1 (+100, +50), d2 (-50, -33.33).
+    versus = rows[f"{HS} - {GRPO} (H0)"]
+    assert (versus["pass_diff"], versus["pass_low"], versus["pass_high"]) == approx((25.0, -50.0, 100.0))
+    assert (versus["avg_diff"], versus["avg_low"], versus["avg_high"]) == approx((25 / 3, -100 / 3, 50.0))
+    # Rank-1 (one seed) d1 (100, 100), d2 (0, 0) minus H0 after: d1 (0, +50), d2 (-50, -16.67).
+    rank1 = rows["Rank-1 - H0, trained"]
+    assert (rank1["pass_diff"], rank1["avg_diff"]) == approx((-25.0, 50 / 3))
+    assert rows["terse - H0, trained"]["pass_diff"] == approx(-75.0)  # terse solves nothing
+    assert FP not in " ".join(rows)  # a bare training run has no evaluations to compare
+
+
+def test_signal_differences_use_group_counts(session, methods):
+    from analysis.comparisons import signal_differences
+
+    rows = {
+        (r["signal"], r["comparison"]): r
+        for r in signal_differences(research.rq2_signals(session, methods)).to_dict("records")
+    }
+    valid = rows[("valid_group_ratio", f"{HS} - {GRPO}")]
+    # 4 of 8 against 2 of 8: Wilson(2, 8) = [0.071478, 0.590730]; Newcombe:
+    # low 0.25 - sqrt(0.284787^2 + 0.340730^2) = -0.194073, high 0.25 + sqrt(0.284787^2 + 0.178522^2) = 0.586116
+    assert (valid["difference"], valid["low"], valid["high"]) == approx((0.25, -0.194073, 0.586116), abs=1e-5)
+    assert valid["verdict"] == "within noise"
+    assert ("rescue_success", f"{HS} - {GRPO}") not in rows  # grpo has no rescues
+    assert rows[("rescue_success", f"{HS} - {FP}")]["difference"] == approx(2 / 7 - 2 / 6)
 
 
 def test_rq4_behaviours_and_transfers(session, methods):
@@ -172,6 +224,13 @@ def test_phenomena(session, methods):
         (r["step"], r["sibling"]): (r["solved"], r["fixed"], r["broken"])
         for r in research.locality(session, methods).to_dict("records")
     }
+    edge = {(r["step"], r["sibling"]): r for r in research.locality(session, methods).to_dict("records")}
+    # step 4, sib_a: per-task differences (+1, -1, -1, -1); a resample's count of +1s is Binomial(4, 1/4):
+    # P(0) = 0.316 puts the 2.5% quantile at -1, P(<= 2) = 0.949 and P(<= 3) = 0.996 the 97.5% at +0.5.
+    assert (edge[(4, "sib_a")]["edge"], edge[(4, "sib_a")]["edge_low"], edge[(4, "sib_a")]["edge_high"]) == approx(
+        (-0.5, -1.0, 0.5)
+    )
+    assert edge[(4, "sib_a")]["verdict"] == "within noise"
     assert loc == {
         (0, "sib_a"): (2, 1, 0),
         (0, "sib_b"): (0, 0, 1),
@@ -233,7 +292,13 @@ def test_write_report_and_cli(db_url, session, tmp_path):
     report = build_report(session, MAIN, BASELINES)
     path = write_report(report, tmp_path / "r", "hs report ...")
     text = path.read_text()
-    assert "75.00 ± 25.00" in text and "H0 is Rank-1 on 0.0% of tasks before training and 50.0% after." in text
+    assert (
+        f"{HS} - {GRPO} (H0): +8.33 Avg@k points [-33.33, +50.00] and +25.00 Pass@k points [-50.00, +100.00] "
+        "over 2 tasks: within noise" in text
+    )
+    assert "H0 is Rank-1 on 0.0% of tasks before training and 50.0% after (change [" in text
+    assert "valid_group_ratio harness_s (adaptive) - grpo: +0.250 [-0.194, +0.586], within noise" in text
+    assert "At the last re-anchor (step 4, 4 tasks), 0 of 2 siblings differ from H0 beyond noise." in text
     assert "rescue success over all stages" in text.lower() and "adaptive 2/7" in text and "fixed_profiles 2/6" in text
     pngs = sorted(p.name for p in (tmp_path / "r").glob("*.png"))
     assert pngs == sorted(

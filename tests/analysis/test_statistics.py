@@ -45,7 +45,9 @@ def test_newcombe_difference_of_8_in_10_and_2_in_10():
     assert c.p_value == approx(0.007290, abs=1e-5)
     assert verdict(d) == "beyond noise"
     same = two_proportions(5, 10, 5, 10)
-    assert same.difference.estimate == 0.0 and same.p_value == approx(1.0) and verdict(same.difference) == "within noise"
+    assert (
+        same.difference.estimate == 0.0 and same.p_value == approx(1.0) and verdict(same.difference) == "within noise"
+    )
 
 
 def test_paired_bootstrap_of_two_tasks_is_the_three_point_distribution():
@@ -100,3 +102,14 @@ def test_interval_words():
     assert verdict(Interval(-0.1, -0.2, -0.01)) == "beyond noise"
     assert verdict(Interval(0.0, 0.0, 0.2)) == "within noise"
     assert not math.isnan(wilson(3, 7).low)
+
+
+def test_a_paired_verdict_needs_the_test_to_agree():
+    # Two tasks that both drop by 1: every resample's mean is -1, so the interval is [-1, -1], but
+    # the exact sign-flip p is 2/4 = 0.5: a handful of tasks is not evidence.
+    a, b = [0.0, 0.0], [1.0, 1.0]
+    interval = paired_bootstrap(a, b)
+    assert (interval.low, interval.high) == (-1.0, -1.0) and interval.excludes(0.0)
+    assert verdict(interval, sign_flip_test(a, b)) == "within noise"
+    many = [0.0] * 12, [1.0] * 12  # p = 2 / 4096
+    assert verdict(paired_bootstrap(*many), sign_flip_test(*many)) == "beyond noise"

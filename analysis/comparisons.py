@@ -1,0 +1,136 @@
+"""Is a difference beyond noise? The report's comparisons, each with a 95% interval (analysis/statistics.py).
+
+- :func:`task_scores`: an evaluation run's per-task Pass@k and Avg@k (percent), averaged over its
+  seeds: the unit the paired tests resample.
+- :func:`evaluation_differences`: paired differences between evaluation runs on the tasks both
+  ran: every method against the starting policy and against the main method, Rank-1 against H0,
+  harnesses outside the pool against H0 (paired bootstrap interval, sign-flip p-value).
+- :func:`signal_differences`: the main method's valid-group ratio, effective-token ratio and
+  rescue success against each other training run (Newcombe interval, z-test p-value), from the
+  group counts in the RQ2 table.
+
+The interval, not the std over seeds, decides the verdict: "beyond noise" when the 95% interval
+of the difference excludes 0 (for paired comparisons, also p < 0.05 in the sign-flip test).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from statistics import fmean
+
+import pandas as pd
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from analysis.runs import Method
+from analysis.statistics import paired_bootstrap, sign_flip_test, two_proportions, verdict
+
+DIFFERENCE_COLUMNS = [
+    "comparison",
+    "n_tasks",
+    "pass_diff",
+    "pass_low",
+    "pass_high",
+    "pass_p",
+    "avg_diff",
+    "avg_low",
+    "avg_high",
+    "avg_p",
+    "verdict",
+]
+
+
+def task_scores(session: Session, run_id: str | None) -> dict[str, tuple[float, float]]:
+    """bench task -> (Pass@k, Avg@k) in percent, each the mean over the run's seeds."""
+    if run_id is None:
+        return {}
+    by_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    rows = session.execute(
+        text("SELECT bench_task_id, rollouts, successes, solved FROM eval_task_outcomes WHERE run_id = :r"),
+        {"r": run_id},
+    ).mappings()
+    for r in rows:
+        avg = r["successes"] / r["rollouts"] if r["rollouts"] else 0.0
+        by_task[r["bench_task_id"]].append((100.0 * r["solved"], 100.0 * avg))
+    return {t: (fmean(p for p, _ in v), fmean(a for _, a in v)) for t, v in by_task.items()}
+
+
+def paired_difference(label: str, a: dict, b: dict) -> dict | None:
+    """a - b over the tasks both scored: Pass@k and Avg@k points with 95% intervals and p-values."""
+    shared = sorted(a.keys() & b.keys())
+    if not shared:
+        return None
+    row: dict = {"comparison": label, "n_tasks": len(shared)}
+    words = []
+    for i, metric in enumerate(("pass", "avg")):
+        x, y = [a[t][i] for t in shared], [b[t][i] for t in shared]
+        interval, p_value = paired_bootstrap(x, y), sign_flip_test(x, y)
+        words.append(verdict(interval, p_value))
+        row |= {
+            f"{metric}_diff": interval.estimate,
+            f"{metric}_low": interval.low,
+            f"{metric}_high": interval.high,
+            f"{metric}_p": p_value,
+        }
+    row["verdict"] = "beyond noise" if "beyond noise" in words else "within noise"  # either metric
+    return row
+
+
+def evaluation_differences(session: Session, methods: list[Method]) -> pd.DataFrame:
+    """One row per comparison of two evaluation runs of the compared methods (see the module doc)."""
+    main = methods[0]
+    cache: dict[str, dict] = {}
+
+    def scores(run_id: str | None) -> dict:
+        if run_id is None:
+            return {}
+        if run_id not in cache:
+            cache[run_id] = task_scores(session, run_id)
+        return cache[run_id]
+
+    before = scores(main.eval_run("before"))
+    pairs: list[tuple[str, dict, dict]] = []
+    for m in methods:
+        pairs.append((f"{m.label} - base policy (H0)", scores(m.eval_run("after")), before))
+    for m in methods[1:]:
+        pairs.append((f"{main.label} - {m.label} (H0)", scores(main.eval_run("after")), scores(m.eval_run("after"))))
+    pairs.append(("Rank-1 - H0, trained", scores(main.eval_run("rank1")), scores(main.eval_run("after"))))
+    pairs.append(("Rank-1 - H0, base policy", scores(main.eval_run("rank1-before")), before))
+    for label in sorted(x for x in main.evaluations if x.startswith("outside-")):
+        harness = label.removeprefix("outside-")
+        pairs.append((f"{harness} - H0, trained", scores(main.eval_run(label)), scores(main.eval_run("after"))))
+    rows = [row for label, a, b in pairs if (row := paired_difference(label, a, b)) is not None]
+    return pd.DataFrame(rows, columns=DIFFERENCE_COLUMNS)
+
+
+SIGNAL_COUNTS = {  # signal -> (successes column, trials column) of the RQ2 table
+    "valid_group_ratio": ("valid_groups", "groups"),
+    "effective_token_ratio": ("effective_groups", "groups"),
+    "rescue_success": ("rescued", "rescues"),
+}
+
+
+def signal_differences(signals: pd.DataFrame) -> pd.DataFrame:
+    """The main (first) training run's signals minus each other run's, as proportions over groups."""
+    columns = ["signal", "comparison", "difference", "low", "high", "p", "verdict"]
+    if len(signals) < 2:
+        return pd.DataFrame(columns=columns)
+    main = signals.iloc[0]
+    rows = []
+    for _, other in signals.iloc[1:].iterrows():
+        for signal, (hits, trials) in SIGNAL_COUNTS.items():
+            if not (main[trials] and other[trials]) or pd.isna(main[hits]) or pd.isna(other[hits]):
+                continue
+            c = two_proportions(main[hits], main[trials], other[hits], other[trials])
+            rows.append(
+                {
+                    "signal": signal,
+                    "comparison": f"{main['method']} - {other['method']}",
+                    "difference": c.difference.estimate,
+                    "low": c.difference.low,
+                    "high": c.difference.high,
+                    "p": c.p_value,
+                    "verdict": verdict(c.difference),
+                }
+            )
+    return pd.DataFrame(rows, columns=columns)
