@@ -76,8 +76,9 @@ def paired_difference(label: str, a: dict, b: dict) -> dict | None:
     return row
 
 
-def evaluation_differences(session: Session, methods: list[Method]) -> pd.DataFrame:
-    """One row per comparison of two evaluation runs of the compared methods (see the module doc)."""
+def evaluation_differences(session: Session, methods: list[Method], prefix: str = "") -> pd.DataFrame:
+    """One row per comparison of two evaluation runs of the compared methods (see the module doc);
+    prefix 'test-' compares the test-split evaluations."""
     main = methods[0]
     cache: dict[str, dict] = {}
 
@@ -88,17 +89,20 @@ def evaluation_differences(session: Session, methods: list[Method]) -> pd.DataFr
             cache[run_id] = task_scores(session, run_id)
         return cache[run_id]
 
-    before = scores(main.eval_run("before"))
+    def run(m: Method, label: str) -> dict:
+        return scores(m.eval_run(prefix + label))
+
+    before = run(main, "before")
     pairs: list[tuple[str, dict, dict]] = []
     for m in methods:
-        pairs.append((f"{m.label} - base policy (H0)", scores(m.eval_run("after")), before))
+        pairs.append((f"{m.label} - base policy (H0)", run(m, "after"), before))
     for m in methods[1:]:
-        pairs.append((f"{main.label} - {m.label} (H0)", scores(main.eval_run("after")), scores(m.eval_run("after"))))
-    pairs.append(("Rank-1 - H0, trained", scores(main.eval_run("rank1")), scores(main.eval_run("after"))))
-    pairs.append(("Rank-1 - H0, base policy", scores(main.eval_run("rank1-before")), before))
-    for label in sorted(x for x in main.evaluations if x.startswith("outside-")):
-        harness = label.removeprefix("outside-")
-        pairs.append((f"{harness} - H0, trained", scores(main.eval_run(label)), scores(main.eval_run("after"))))
+        pairs.append((f"{main.label} - {m.label} (H0)", run(main, "after"), run(m, "after")))
+    pairs.append(("Rank-1 - H0, trained", run(main, "rank1"), run(main, "after")))
+    pairs.append(("Rank-1 - H0, base policy", run(main, "rank1-before"), before))
+    for label in sorted(x for x in main.evaluations if x.startswith(prefix + "outside-")):
+        harness = label.removeprefix(prefix + "outside-")
+        pairs.append((f"{harness} - H0, trained", scores(main.eval_run(label)), run(main, "after")))
     rows = [row for label, a, b in pairs if (row := paired_difference(label, a, b)) is not None]
     return pd.DataFrame(rows, columns=DIFFERENCE_COLUMNS)
 

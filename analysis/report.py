@@ -32,6 +32,8 @@ def build_report(session: Session, main: str, baselines: list[str]) -> Report:
     tables = {
         "rq1": research.rq1_main_table(session, methods),
         "rq1_differences": comparisons.evaluation_differences(session, methods),
+        "rq1_test": research.rq1_main_table(session, methods, prefix="test-"),
+        "rq1_test_differences": comparisons.evaluation_differences(session, methods, prefix="test-"),
         "rq2": signals,
         "rq2_differences": comparisons.signal_differences(signals),
         "rq2_validation": research.rq2_validation(session, methods),
@@ -71,6 +73,8 @@ def _display(key: str, df: pd.DataFrame) -> pd.DataFrame:
 EMPTY = {  # what an empty table means, where it is a finding rather than missing runs
     "rq4_transfers": "_none: no evaluation task the base policy never solved under H0 was solved after training._",
     "rq3_ablation": "_needs both an adaptive and a fixed_profiles run among the compared runs._",
+    "rq1_test": "_no test-split evaluation: set evaluate.test_seeds in the pipeline config._",
+    "rq1_test_differences": "_no test-split evaluation: set evaluate.test_seeds in the pipeline config._",
 }
 
 
@@ -104,12 +108,13 @@ def readings(report: Report) -> dict[str, str]:
     t, main = report.tables, report.methods[0]
     out: dict[str, str] = {}
     d = t["rq1_differences"]
-    said = _differences(
-        d,
+    headline = [
         *[f"{main.label} - {m.label} (H0)" for m in report.methods[1:]],
         f"{main.label} - base policy (H0)",
         "Rank-1 - H0, trained",
-    )
+    ]
+    said = [f"dev, {x}" for x in _differences(d, *headline)]
+    said += [f"test, {x}" for x in _differences(t["rq1_test_differences"], *headline)]
     if said:
         out["rq1"] = "; ".join(said) + "."
     s = t["rq2_differences"]
@@ -189,10 +194,11 @@ SECTIONS = [
     (
         "rq1",
         "RQ1: main table",
-        ["rq1", "rq1_differences"],
+        ["rq1", "rq1_differences", "rq1_test", "rq1_test_differences"],
         "Pass@k / Avg@k (%, mean ± std over seeds) under H0 and under Rank-1; then paired differences on the same "
         "tasks (percent points; 95% paired-bootstrap interval over tasks, 10,000 seeded resamples; sign-flip "
-        "permutation p-value). A difference is beyond noise when its interval excludes 0.",
+        "permutation p-value). A difference is beyond noise when its interval excludes 0 and p < 0.05. The "
+        "rq1_test tables are the same on the whole test split, where the pipeline evaluated it.",
     ),
     (
         "rq2",

@@ -59,17 +59,18 @@ def _score_row(method: str, routing: str, run_id: str | None, session: Session) 
     return None if s is None else {"method": method, "routing": routing, **s, "run_id": run_id}
 
 
-def rq1_main_table(session: Session, methods: list[Method]) -> pd.DataFrame:
-    """Pass@k / Avg@k under H0 and under Rank-1: the starting policy, then every method after training."""
+def rq1_main_table(session: Session, methods: list[Method], prefix: str = "") -> pd.DataFrame:
+    """Pass@k / Avg@k under H0 and under Rank-1: the starting policy, then every method after training.
+    prefix 'test-' reads the test-split evaluations (test-before, test-after, test-rank1) instead."""
     main = methods[0]
     rows = [
-        _score_row("base policy", "H0", main.eval_run("before"), session),
-        _score_row("base policy", "Rank-1", main.eval_run("rank1-before"), session),
+        _score_row("base policy", "H0", main.eval_run(f"{prefix}before"), session),
+        _score_row("base policy", "Rank-1", main.eval_run(f"{prefix}rank1-before"), session),
     ]
     for m in methods:
         rows += [
-            _score_row(m.label, "H0", m.eval_run("after"), session),
-            _score_row(m.label, "Rank-1", m.eval_run("rank1"), session),
+            _score_row(m.label, "H0", m.eval_run(f"{prefix}after"), session),
+            _score_row(m.label, "Rank-1", m.eval_run(f"{prefix}rank1"), session),
         ]
     return pd.DataFrame(
         [r for r in rows if r],

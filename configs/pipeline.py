@@ -36,6 +36,13 @@ class PipelineEvalConfig(_Frozen):
         default_factory=list,
         description="Harnesses outside the pool (names or YAML paths) to evaluate the trained policy under (RQ6).",
     )
+    test_seeds: int = Field(
+        default=0,
+        ge=0,
+        le=20,
+        description="Also evaluate on the whole test split (standard) with this many seeds, as 'test-before', "
+        "'test-after' and 'test-rank1' (each where its dev counterpart is on); 0 = no test evaluation.",
+    )
     group_concurrency: int = Field(default=8, ge=1, le=64, description="Rollout groups in flight per evaluation.")
 
 

@@ -51,7 +51,8 @@ def evaluation_configs(
     cfg: PipelineConfig, train_cfg: TrainConfig, train_run_id: str, trained_checkpoint: str
 ) -> dict[str, EvalConfig]:
     """label -> evaluation: before (start weights, H0), after (H0), rank1 (after), rank1-before (start weights,
-    first re-anchor's profiles), outside harnesses (after).
+    first re-anchor's profiles), outside harnesses (after); with test_seeds, test-before, test-after and
+    test-rank1 on the whole test split.
 
     Every evaluation uses the training phase's sampling and environment, so the numbers are
     comparable with what the policy saw while it learned."""
@@ -100,6 +101,12 @@ def evaluation_configs(
         )
     for harness in ev.outside:
         out[f"outside-{_label(harness)}"] = one(f"outside-{_label(harness)}", trained_checkpoint, harness=harness)
+    if ev.test_seeds:  # the whole test split, same weights and routing as the dev counterpart
+        test = {"split": "standard", "seeds": ev.test_seeds, "every": 1, "limit": None}
+        for label in ("before", "after", "rank1"):
+            if label in out:
+                extra = {k: v for k, v in out[label].model_dump().items() if k in ("routing", "pool", "profiles_run")}
+                out[f"test-{label}"] = one(f"test-{label}", out[label].checkpoint, **extra, **test)
     return out
 
 

@@ -293,7 +293,7 @@ def test_write_report_and_cli(db_url, session, tmp_path):
     path = write_report(report, tmp_path / "r", "hs report ...")
     text = path.read_text()
     assert (
-        f"{HS} - {GRPO} (H0): +8.33 Avg@k points [-33.33, +50.00] and +25.00 Pass@k points [-50.00, +100.00] "
+        f"dev, {HS} - {GRPO} (H0): +8.33 Avg@k points [-33.33, +50.00] and +25.00 Pass@k points [-50.00, +100.00] "
         "over 2 tasks: within noise" in text
     )
     assert "H0 is Rank-1 on 0.0% of tasks before training and 50.0% after (change [" in text

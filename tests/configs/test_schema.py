@@ -75,3 +75,28 @@ def test_identity_is_the_values_not_the_layout_nor_where_results_go():
     q = PipelineConfig(train={"results_dir": "/nfs/results"}, evaluate={"group_concurrency": 8}, wandb="online")
     assert p.identity() == q.identity()
     assert p.identity() != PipelineConfig(train={"updates": 3}).identity()
+
+
+def test_pipeline_test_split_evaluations_mirror_their_dev_counterparts():
+    from configs.pipeline import PipelineConfig
+    from tasks.pipeline import evaluation_configs, training_config
+
+    cfg = PipelineConfig(
+        train={"pool": ["schema_rows"]},
+        evaluate={"split": "dev", "every": 6, "seeds": 3, "before": True, "rank1": True, "test_seeds": 1},
+    )
+    train = training_config(cfg, None)
+    evals = evaluation_configs(cfg, train, "train-run", "ckpt-u20")
+    assert set(evals) == {"before", "after", "rank1", "test-before", "test-after", "test-rank1"}
+    for label in ("before", "after", "rank1"):
+        dev, test = evals[label], evals[f"test-{label}"]
+        assert (test.split, test.seeds, test.every, test.limit) == ("standard", 1, 1, None)
+        assert (dev.split, dev.seeds, dev.every) == ("dev", 3, 6)
+        assert (test.checkpoint, test.routing, test.pool, test.profiles_run) == (
+            dev.checkpoint,
+            dev.routing,
+            dev.pool,
+            dev.profiles_run,
+        )
+    assert evals["test-rank1"].routing == "rank1" and evals["test-after"].checkpoint == "ckpt-u20"
+    assert not {k for k in evaluation_configs(PipelineConfig(train={}), train, "r", "c") if k.startswith("test-")}
