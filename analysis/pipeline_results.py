@@ -29,12 +29,22 @@ def title(name: str, results: dict) -> str:
 def training_lines(results: dict) -> list[str]:
     t = results["training"]
     rescue = "-" if t["rescue_success"] is None else f"{t['rescue_success']:.2f}"
-    return [
+    interval = t.get("valid_group_interval")
+    valid = f"{t['valid_group_ratio']:.3f}" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
+    lines = [
         f"training run {results['train_run_id']}: {t['updates']} updates · valid-group ratio "
-        f"{t['valid_group_ratio']:.3f} · effective-token ratio {t['effective_token_ratio']:.3f} · "
+        f"{valid} · effective-token ratio {t['effective_token_ratio']:.3f} · "
         f"rescues {t['rescues_triggered']:.0f}, success {rescue} · rollouts {t['rollouts_spent']:.0f}",
         "H0 validation success by re-anchor step: " + ", ".join(f"{s}: {v:.2f}" for s, v in t["h0_validation"].items()),
     ]
+    k = results["k"]
+    for label, d in results.get("differences", {}).items():  # 95% paired-bootstrap intervals over tasks
+        lines.append(
+            f"{label}: Avg@{k} {d['avg_diff']:+.2f} [{d['avg_low']:+.2f}, {d['avg_high']:+.2f}], "
+            f"Pass@{k} {d['pass_diff']:+.2f} [{d['pass_low']:+.2f}, {d['pass_high']:+.2f}] points "
+            f"over {d['n_tasks']} tasks: {d['verdict']}"
+        )
+    return lines
 
 
 def markdown(name: str, results: dict) -> str:

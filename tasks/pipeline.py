@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prefect import task
 
+from analysis.comparisons import paired_difference, task_scores
+from analysis.statistics import wilson
 from analysis.training import summarise_training
 from configs.pipeline import PipelineConfig
 from configs.schema import EnvConfig, EvalConfig, PolicyConfig, TrainConfig
@@ -110,6 +112,24 @@ def evaluation_configs(
     return out
 
 
+DIFFERENCES = {  # label of the paired comparison -> (evaluation label, evaluation label it is compared with)
+    "after - before (H0)": ("after", "before"),
+    "Rank-1 - H0 (after)": ("rank1", "after"),
+    "test: after - before (H0)": ("test-after", "test-before"),
+}
+
+
+def _differences(session, run_ids: dict[str, str]) -> dict[str, dict]:
+    """Paired differences on the same tasks, with 95% intervals (analysis/comparisons.py)."""
+    out = {}
+    for label, (a, b) in DIFFERENCES.items():
+        if a in run_ids and b in run_ids:
+            row = paired_difference(label, task_scores(session, run_ids[a]), task_scores(session, run_ids[b]))
+            if row is not None:
+                out[label] = row
+    return out
+
+
 def _device(train_cfg: TrainConfig) -> str:
     return train_cfg.trainer.device if train_cfg.trainer.device.startswith("cuda") else "cpu"
 
@@ -162,6 +182,11 @@ def record_results(
             },
         }
         results["training"]["h0_validation"] = {str(k): v for k, v in results["training"]["h0_validation"].items()}
+        groups = training["updates"] * cfg.train.batch_tasks  # one group per task of each update
+        if groups:
+            w = wilson(training["valid_group_ratio"] * groups, groups)
+            results["training"]["valid_group_interval"] = [w.low, w.high]
+        results["differences"] = _differences(session, {label: e["run_id"] for label, e in evaluations.items()})
         store.upsert_run(
             session,
             id=pipeline_run_id(cfg),

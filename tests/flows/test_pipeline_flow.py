@@ -81,6 +81,11 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
     assert list(result["evaluations"]) == ["before", "after", "rank1", "rank1-before", "outside-fc_tools"]
     assert result["checkpoint"] == f"{result['train_run_id']}-u1"
     assert result["training"]["updates"] == 1
+    low, high = result["training"]["valid_group_interval"]  # Wilson over the run's groups
+    assert 0.0 <= low <= result["training"]["valid_group_ratio"] <= high <= 1.0
+    paired = result["differences"]["after - before (H0)"]  # the same dev tasks before and after training
+    assert paired["avg_low"] <= paired["avg_diff"] <= paired["avg_high"]
+    assert set(result["differences"]) == {"after - before (H0)", "Rank-1 - H0 (after)"}
     _, h0, siblings = load_pool("v1")
     with session_scope(make_engine(url)) as s:
         train_run = s.get(Run, result["train_run_id"])
