@@ -80,3 +80,8 @@ def resolve_methods(session: Session, main: str, baselines: list[str]) -> list[M
         m if labels.count(m.label) == 1 else Method(**{**m.__dict__, "label": f"{m.label} [{r.name}]"})
         for m, r in zip(methods, runs)
     ]
+
+
+def runs_of(methods: list[Method]) -> set[str]:
+    """Every run a report over `methods` reads: each method's own, its training run and its evaluations."""
+    return {r for m in methods for r in (m.run_id, m.train_run_id, *m.evaluations.values()) if r}

@@ -24,13 +24,31 @@ def copy_cmd(
     from_: Annotated[
         Optional[str], typer.Option("--from", help="Source; default $HS_DATABASE_URL or .hs/hs.db")
     ] = None,
+    run: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            help="Only this pipeline or training run (id or name) with its training and evaluation runs; "
+            "repeat for more. Harnesses and bench tasks are always copied."
+        ),
+    ] = None,
+    turns: Annotated[
+        bool, typer.Option(help="Also copy the turns (token ids, texts); --no-turns keeps a report's export small")
+    ] = True,
 ):
-    """Copy every row into another database; run it again and nothing is duplicated."""
-    from cli.checks import open_database
+    """Copy every row into another database; run it again and nothing is duplicated. With --run,
+    only those runs: `hs db copy --run main-harness-s --run main-grpo --no-turns --to sqlite:///rows.db`
+    is an export `hs report` reads."""
+    from cli.checks import open_database, reading
     from db.copy import copy_database
     from db.engine import mask_url
 
     source = open_database(from_, write=False)
+    runs = None
+    if run:
+        from analysis.runs import resolve_methods, runs_of
+
+        with reading(source) as session:
+            runs = runs_of(resolve_methods(session, run[0], list(run[1:])))
     target = open_database(to, write=True)
     console = Console()
     with Progress(
@@ -44,7 +62,7 @@ def copy_cmd(
             bar.update(bars[table], completed=done if total else 1)
 
         try:
-            copied = copy_database(source, target, on_rows)
+            copied = copy_database(source, target, on_rows, runs=runs, turns=turns)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
     summary = Table("table", "rows copied", title=f"{mask_url(source)} -> {mask_url(target)}")

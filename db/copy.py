@@ -6,13 +6,17 @@ twice, or into a database that already holds some of the rows, leaves one copy o
 the source's values. Rows the target has and the source lacks are kept. Column types go through
 SQLAlchemy's own processing (JSON, UTC datetimes), so each backend stores its native form; the
 analysis views are defined by the migrations and need no copying.
+
+With ``runs``, only those runs' rows are copied (a table with a ``run_id`` keeps the rows of those
+runs; turns follow their trajectories), plus every harness and bench task: the export a report
+ships with (`hs db copy --run ... --no-turns`), small enough to commit, that `hs report` reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Table, func, select
+from sqlalchemy import Select, Table, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
@@ -47,10 +51,32 @@ def upsert_rows(connection: Connection, table: Table, rows: list[dict]) -> None:
     connection.execute(statement, rows)
 
 
+def _rows_of(table: Table, runs: set[str] | None) -> Select:
+    """The rows of `table` to copy: all of them, or those belonging to `runs`."""
+    query = select(table)
+    if runs is None:
+        return query
+    if table.name == "runs":
+        return query.where(table.c.id.in_(sorted(runs)))
+    if "run_id" in table.c:
+        return query.where(table.c.run_id.in_(sorted(runs)))
+    if table.name == "turns":
+        trajectories = Base.metadata.tables["trajectories"]
+        kept = select(trajectories.c.id).where(trajectories.c.run_id.in_(sorted(runs)))
+        return query.where(table.c.trajectory_id.in_(kept))
+    return query  # harnesses, bench tasks: shared by every run, small
+
+
 def copy_database(
-    source_url: str, target_url: str, on_rows: Callable[[str, int, int], None] | None = None
+    source_url: str,
+    target_url: str,
+    on_rows: Callable[[str, int, int], None] | None = None,
+    *,
+    runs: set[str] | None = None,
+    turns: bool = True,
 ) -> dict[str, int]:
-    """Copy every row of `source_url` into `target_url`; rows copied per table.
+    """Copy every row of `source_url` into `target_url` (only `runs`' rows when given, and no
+    turns when `turns` is False); rows copied per table.
 
     `on_rows(table, done, total)` is called after every chunk (a progress bar).
     """
@@ -64,10 +90,13 @@ def copy_database(
     try:
         with source.connect() as reader, target.begin() as writer:
             for table in tables():
-                total = reader.scalar(select(func.count()).select_from(table)) or 0
+                if table.name == "turns" and not turns:
+                    continue
+                query = _rows_of(table, runs)
+                total = reader.scalar(select(func.count()).select_from(query.subquery())) or 0
                 done = 0
                 order = [c for c in table.primary_key.columns]
-                result = reader.execution_options(yield_per=CHUNK_ROWS).execute(select(table).order_by(*order))
+                result = reader.execution_options(yield_per=CHUNK_ROWS).execute(query.order_by(*order))
                 for chunk in result.mappings().partitions(CHUNK_ROWS):
                     upsert_rows(writer, table, [dict(row) for row in chunk])
                     done += len(chunk)

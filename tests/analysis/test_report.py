@@ -14,6 +14,7 @@ from analysis import figures, research
 from analysis.report import build_report, write_report
 from analysis.runs import resolve_methods
 from db.engine import make_engine, session_scope, upgrade
+from db.models import Run
 
 _spec = importlib.util.spec_from_file_location("handbuilt_db", Path(__file__).with_name("handbuilt_db.py"))
 handbuilt = importlib.util.module_from_spec(_spec)
@@ -352,3 +353,30 @@ def test_the_base_harness_gets_a_rank1_row_even_when_never_chosen(session, metho
     shares = _records(research.rq5_rank1_shares(session, methods), "harness")
     assert (shares["h0"]["before"], shares["h0"]["after"]) == (0.0, 0.0)
     assert shares["sib_b"]["after"] == approx(1.0) and shares["sib_a"]["before"] == approx(1.0)
+
+
+def test_an_export_of_the_reported_runs_gives_the_same_report(db_url, session, tmp_path):
+    """`hs db copy --run ... --no-turns` keeps exactly what the report reads: the same report.md."""
+    from analysis.runs import runs_of
+    from db.copy import count_rows
+
+    session.commit()
+    session.add(Run(id="unrelated", kind="eval", name="other", config={}))  # not part of the report
+    session.commit()
+    from cli.main import app
+
+    export = f"sqlite:///{tmp_path / 'rows.db'}"
+    runner = CliRunner()
+    args = ["db", "copy", "--from", db_url, "--to", export, "--no-turns"]
+    result = runner.invoke(app, [*args, *[x for r in [MAIN, *BASELINES] for x in ("--run", r)]])
+    assert result.exit_code == 0, result.output
+    rows = count_rows(export)
+    assert rows["turns"] == 0 and rows["runs"] == len(runs_of(resolve_methods(session, MAIN, BASELINES)))
+    original = write_report(build_report(session, MAIN, BASELINES), tmp_path / "a").read_text()
+    engine = make_engine(export)
+    with session_scope(engine) as s:
+        again = write_report(build_report(s, MAIN, BASELINES), tmp_path / "b").read_text()
+    engine.dispose()
+    assert again == original
+    unknown = runner.invoke(app, [*args, "--run", "nope"])
+    assert unknown.exit_code == 2 and "no pipeline or training run 'nope'" in unknown.output
