@@ -149,6 +149,9 @@ class DecodeEngine:
     """Batched sampling over a Hugging Face Llama-family causal LM, caches kept per session."""
 
     prefill_token_budget = 8192  # rows x new tokens per prefill forward
+    # Rows decoding at once; more sequences wait and take the rows that finish. Bounds the key/value
+    # buffer (64 rows x 1,600 slots of SmolLM2-135M in bf16: 2.4 GB; 400 rows grew past 12 GB).
+    max_rows = 64
 
     def __init__(self, model, eos_ids: list[int], pad_id: int):
         require_supported(model)
@@ -238,12 +241,15 @@ class DecodeEngine:
         from its own stream, seeded by (seed, i, turn), so a sample does not depend on which
         other rows share the batch. `streams` names each sequence's stream as (seed, index)
         instead (None: unseeded), so that requests merged into one call (rl/batching.py) draw
-        what they would have drawn alone. Returns each sequence's last reply (with its cache
-        when `keep_cache`)."""
+        what they would have drawn alone. At most `max_rows` sequences hold a row at once; the
+        others wait and each takes the next row that finishes, so its draws are the same.
+        Returns each sequence's last reply (with its cache when `keep_cache`)."""
         if streams is None:
             streams = [None if seed is None else (seed, i) for i in range(len(sequences))]
         batch = _Batch(self, max_new_tokens, streams)
-        batch.admit_all(sequences, caches)
+        first = min(len(sequences), self.max_rows)  # the rest wait for a row (bounded key/value memory)
+        batch.admit_all(sequences[:first], caches[:first])
+        waiting = list(range(first, len(sequences)))
         results: list[Decoded | None] = [None] * len(sequences)
         while batch.live():
             logits, rows = batch.step()
@@ -256,7 +262,11 @@ class DecodeEngine:
                 if following is None:
                     decoded.cache = batch.cache_of(row) if keep_cache else None
                     results[batch.who[row]] = decoded
-                    batch.retire(row)
+                    if waiting:  # the finished row serves the next waiting sequence
+                        nxt = waiting.pop(0)
+                        batch.reuse(row, nxt, sequences[nxt], caches[nxt])
+                    else:
+                        batch.retire(row)
                 else:
                     batch.continue_with(row, following)
             batch.compact()
@@ -360,6 +370,17 @@ class _Batch:
     def cache_of(self, row: int) -> KVCache:
         """Keys/values of everything the row holds but its last sampled token (never fed back)."""
         return KVCache(self.kv[:, :, row, :, : self.filled[row]].clone())
+
+    def reuse(self, row: int, i: int, sequence: list[int], cache: KVCache | None) -> None:
+        """A finished row starts serving the caller's sequence i at its first turn: its cache's
+        keys/values are copied in, the rest is prefilled (stale slots beyond are never read)."""
+        cached = min(cache.length, len(sequence) - 1) if cache is not None else 0
+        self._ensure_width(len(sequence) + self.max_new)
+        if cached:
+            self.kv[:, :, row, :, :cached] = cache.tensor[:, :, :, :cached].to(self.device)
+        self.who[row], self.seq[row], self.filled[row], self.state[row] = i, list(sequence), cached, PREFILL
+        self.reply_tokens[row], self.reply_logps[row], self.draws[row] = [], [], None
+        self.turn[row], self.started[row] = 0, time.perf_counter()
 
     def retire(self, row: int) -> None:
         self.state[row] = DONE

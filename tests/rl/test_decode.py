@@ -201,3 +201,51 @@ def test_a_sequence_draws_from_its_own_stream_whatever_shares_its_batch():
     assert [merged[1].tokens, merged[0].tokens] == [alone_a, alone_b]
     other = engine.generate([a], [None], 10, 1.0, 1.0, seed=6)[0].tokens
     assert other != alone_a  # the seed does decide the draws
+
+
+def test_more_sequences_than_rows_wait_for_a_row_and_draw_the_same():
+    """With max_rows 2, five continuous episodes take turns in two rows: each finished row serves
+    the next waiting sequence, and every episode samples what it samples with a row each."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rl.decode import DecodeEngine
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    ).eval()
+    prompts = [[5, 9, 12, 7], [3, 3, 8], [5, 9, 12, 7], [11, 2], [4, 4, 4, 4, 4, 6]]
+
+    def episodes(max_rows: int) -> tuple[list[list[list[int]]], int]:
+        engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
+        engine.max_rows = max_rows
+        forward, widest = engine._forward, [0]
+
+        def counting(ids, slots, kv, rows, width):
+            widest[0] = max(widest[0], kv.shape[2])  # rows in the key/value buffer
+            return forward(ids, slots, kv, rows, width)
+
+        engine._forward = counting
+        seqs = [list(p) for p in prompts]
+        turns: list[list[list[int]]] = [[] for _ in prompts]
+
+        def next_turn(i, decoded):
+            turns[i].append(decoded.tokens)
+            if len(turns[i]) == 1 + i % 3:  # episodes of 1, 2 or 3 turns
+                return None
+            seqs[i] = seqs[i] + decoded.tokens + [17, 18]  # an observation, then the next reply
+            return seqs[i]
+
+        engine.run([list(p) for p in prompts], [None] * len(prompts), 6, 1.0, 1.0, seed=3, next_turn=next_turn)
+        return turns, widest[0]
+
+    (bounded, rows), (unbounded, all_rows) = episodes(2), episodes(64)
+    assert bounded == unbounded and (rows, all_rows) == (2, 5)
+    assert [len(t) for t in bounded] == [1, 2, 3, 1, 2]
