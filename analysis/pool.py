@@ -8,11 +8,17 @@ pool's rollout count.
 - complementarity: the oracle union (tasks any sibling solved) vs the best single sibling vs
   H0 resampled at the same total rollout count (N * k);
 - pairwise repair overlap: Jaccard index of two siblings' fixed sets.
+
+Every comparison is paired over the same tasks, with a 95% paired-bootstrap interval and the
+sign-flip test's verdict (analysis/statistics.py): a sibling's edge over H0 at k, and the oracle
+union against the best single sibling and against H0 at the same rollout count.
 """
 
 from __future__ import annotations
 
 from itertools import combinations
+
+from analysis.statistics import paired_bootstrap, sign_flip_test, verdict, wilson
 
 
 def _solved(runs: dict[str, list[bool]], k: int | None = None) -> set[str]:
@@ -29,6 +35,21 @@ def pool_report(h0: dict[str, list[bool]], siblings: dict[str, dict[str, list[bo
     best = max(solved, key=lambda n: (len(solved[n]), n)) if solved else None
     overlap = {f"{a}|{b}": _jaccard(set(fixed[a]), set(fixed[b])) for a, b in combinations(sorted(siblings), 2)}
     n = len(tasks) or 1
+    h0_equal = _solved(h0)
+
+    def versus(better: set[str], base: set[str]) -> dict:
+        """The paired difference of two solved sets over the report's tasks, with its interval."""
+        a, b = [float(t in better) for t in tasks] or [0.0], [float(t in base) for t in tasks] or [0.0]
+        interval = paired_bootstrap(a, b)
+        return {
+            "difference": interval.estimate,
+            "interval": [interval.low, interval.high],
+            "verdict": verdict(interval, sign_flip_test(a, b)),
+        }
+
+    shares = {"h0_at_k": h0_at_k, "oracle_union": union, "h0_at_equal_rollouts": h0_equal}
+    if best:
+        shares["best_single"] = solved[best]
     return {
         "n_tasks": len(tasks),
         "k": k,
@@ -40,6 +61,7 @@ def pool_report(h0: dict[str, list[bool]], siblings: dict[str, dict[str, list[bo
                 "broken": len(broken[name]),
                 "fixed_tasks": fixed[name],
                 "broken_tasks": broken[name],
+                "edge": versus(solved[name], h0_at_k),
             }
             for name in sorted(siblings)
         },
@@ -50,9 +72,19 @@ def pool_report(h0: dict[str, list[bool]], siblings: dict[str, dict[str, list[bo
             "oracle_union": len(union) / n,
             "h0_at_equal_rollouts": len(_solved(h0)) / n,
             "equal_rollouts": k * len(siblings),
+            "intervals": {key: list(_wilson(len(s), len(tasks))) for key, s in shares.items()},
+            "oracle_vs_best_single": versus(union, solved[best] if best else set()),
+            "oracle_vs_h0_at_equal_rollouts": versus(union, h0_equal),
         },
         "overlap": overlap,
     }
+
+
+def _wilson(hits: int, n: int) -> tuple[float, float]:
+    if not n:
+        return (0.0, 1.0)
+    w = wilson(hits, n)
+    return (w.low, w.high)
 
 
 def _jaccard(a: set, b: set) -> float | None:

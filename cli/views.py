@@ -218,10 +218,14 @@ def print_pool_report(console: Console, report: dict) -> None:
         title=f"pool {report['version']}: locality vs H0 ({report['n_tasks']} tasks, k={report['k']}, "
         f"policy {report['policy']})"
     )
-    for col in ("sibling", "solved", "fixed", "broken"):
+    for col in ("sibling", "solved", "fixed", "broken", "edge vs H0 [95%]", "verdict"):
         table.add_column(col)
     for name, row in report["locality"].items():
-        table.add_row(name, str(row["solved"]), str(row["fixed"]), str(row["broken"]))
+        edge = row.get("edge")
+        shown = f"{edge['difference']:+.3f} [{edge['interval'][0]:+.3f}, {edge['interval'][1]:+.3f}]" if edge else "-"
+        table.add_row(
+            name, str(row["solved"]), str(row["fixed"]), str(row["broken"]), shown, edge["verdict"] if edge else "-"
+        )
     console.print(table)
     c = report["complementarity"]
     console.print(
@@ -231,6 +235,16 @@ def print_pool_report(console: Console, report: dict) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    for key, label in (
+        ("oracle_vs_best_single", "oracle union - best single"),
+        ("oracle_vs_h0_at_equal_rollouts", "oracle union - H0 at equal rollouts"),
+    ):
+        if key in c:
+            d = c[key]
+            console.print(
+                f"{label}: {d['difference']:+.3f} [{d['interval'][0]:+.3f}, {d['interval'][1]:+.3f}], {d['verdict']}",
+                highlight=False,
+            )
     pairs = {k: v for k, v in report["overlap"].items() if v is not None}
     if pairs:
         console.print(

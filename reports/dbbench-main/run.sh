@@ -21,7 +21,13 @@ if [[ "${1:-}" != "report" ]]; then
     log "router $router"
     $HS train --config configs/main/train_dbbench.yaml --set router.kind=$router --set name=main-$router
   done
+  log "pool report v1 on 60 training tasks"                        # phenomena on real evidence
+  $HS pool report v1 --warm-start configs/sft_dbbench_smol.yaml --n-tasks 60 --k 2
 fi
 log "report"
 $HS report --run main-harness-s --baseline main-grpo --baseline main-h0-rescue --baseline main-fixed-mixture \
   --baseline main-random --baseline main-fixed-profiles --out reports/dbbench-main
+log "export"                                                       # the rows the report reads, no turns
+rm -f reports/dbbench-main/rows.db
+$HS db copy --to sqlite:///reports/dbbench-main/rows.db --no-turns --run main-harness-s --run main-grpo \
+  --run main-h0-rescue --run main-fixed-mixture --run main-random --run main-fixed-profiles

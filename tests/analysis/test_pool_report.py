@@ -16,12 +16,22 @@ def test_fixed_broken_union_and_overlap_by_hand():
     }
     r = pool_report(h0, siblings, k=1)
     # H0 at k=1 solves only a; at 2 rollouts also c
+    edge = r["locality"]["s1"].pop("edge")
     assert r["locality"]["s1"] == {"solved": 1, "fixed": 1, "broken": 1, "fixed_tasks": ["b"], "broken_tasks": ["a"]}
+    # s1 vs H0 at k: per task (-1, +1, 0, 0): mean 0; sign flips of (-1, +1) give |sum| >= 0 always: p = 1
+    assert edge["difference"] == 0.0 and edge["verdict"] == "within noise"
+    assert edge["interval"][0] < 0 < edge["interval"][1]
     assert r["locality"]["s2"]["fixed_tasks"] == ["b", "c"] and r["locality"]["s2"]["broken"] == 0
     c = r["complementarity"]
     assert c["h0_at_k"] == 0.25 and c["h0_at_equal_rollouts"] == 0.5 and c["equal_rollouts"] == 2
     assert c["best_single"] == 0.75 and c["best_single_name"] == "s2" and c["oracle_union"] == 0.75
     assert r["overlap"] == {"s1|s2": pytest.approx(1 / 2)}
+    # oracle {a, b, c} vs H0 at 2 rollouts {a, c}: per task (0, +1, 0, 0) -> +0.25, within noise (p = 1)
+    o = c["oracle_vs_h0_at_equal_rollouts"]
+    assert o["difference"] == 0.25 and o["verdict"] == "within noise"
+    assert c["oracle_vs_best_single"]["difference"] == 0.0
+    # Wilson(1 of 4) for H0 at k: centre (0.25 + 0.480182) / 1.960365 = 0.372474, half 0.326886
+    assert c["intervals"]["h0_at_k"] == pytest.approx([0.045587, 0.699358], abs=1e-5)
 
 
 def test_no_fixes_give_no_overlap_value():
