@@ -22,7 +22,8 @@ if [[ "${1:-}" != "report" ]]; then
     $HS train --config configs/main/train_dbbench.yaml --set router.kind=$router --set name=main-$router
   done
   log "pool report v1 on 60 training tasks"                        # phenomena on real evidence
-  $HS pool report v1 --warm-start configs/sft_dbbench_smol.yaml --n-tasks 60 --k 2
+  $HS pool report v1 --warm-start configs/sft_dbbench_smol.yaml --n-tasks 60 --k 2 \
+    --set report_dir=reports/dbbench-main
 fi
 log "report"
 $HS report --run main-harness-s --baseline main-grpo --baseline main-h0-rescue --baseline main-fixed-mixture \
