@@ -137,18 +137,27 @@ def run_rollouts(
     make_env: Callable[[object], Environment],
     sampling: Sampling,
     max_rounds: int = 15,
+    on_finished: Callable[[int, int], None] | None = None,
 ) -> list[RolloutResult]:
     """Run every spec to the end, all episodes in one batch.
 
     With a policy that batches continuously (`continuous_batching`), an episode takes its next
     turn as soon as its reply is complete and the environment has answered; otherwise all live
-    episodes share one generate call per turn (turn t seeded with seed * 1000 + t)."""
+    episodes share one generate call per turn (turn t seeded with seed * 1000 + t).
+    `on_finished(done, total)` is called each time an episode ends (progress of long calls)."""
     episodes = [_Episode(spec, make_env(spec.bench_task), policy) for spec in specs]
+    finished = [0]
+
+    def done() -> None:
+        finished[0] += 1
+        if on_finished is not None:
+            on_finished(finished[0], len(episodes))
+
     try:
         if getattr(policy, "continuous_batching", False):
-            _run_continuous(policy, episodes, sampling, max_rounds)
+            _run_continuous(policy, episodes, sampling, max_rounds, done)
         else:
-            _run_turn_by_turn(policy, episodes, sampling, max_rounds)
+            _run_turn_by_turn(policy, episodes, sampling, max_rounds, done)
         return [_finish(e) for e in episodes]
     finally:
         for e in episodes:
@@ -156,18 +165,19 @@ def run_rollouts(
             e.runtime.close()
 
 
-def _run_continuous(policy, episodes: list[_Episode], sampling: Sampling, max_rounds: int) -> None:
+def _run_continuous(policy, episodes: list[_Episode], sampling: Sampling, max_rounds: int, done) -> None:
     def on_reply(index: int, gen) -> bool:
         episode = episodes[index]
         _advance(policy, episode, gen, gen.seconds, max_rounds)
         if episode.done:
             episode.session.release()
+            done()
         return not episode.done
 
     policy.generate_continuous([e.session for e in episodes], sampling, on_reply)
 
 
-def _run_turn_by_turn(policy, episodes: list[_Episode], sampling: Sampling, max_rounds: int) -> None:
+def _run_turn_by_turn(policy, episodes: list[_Episode], sampling: Sampling, max_rounds: int, done) -> None:
     turn = 0
     while any(not e.done for e in episodes):
         live = [e for e in episodes if not e.done]
@@ -181,6 +191,7 @@ def _run_turn_by_turn(policy, episodes: list[_Episode], sampling: Sampling, max_
             _advance(policy, episode, gen, seconds, max_rounds)
             if episode.done:
                 episode.session.release()
+                done()
         turn += 1
 
 

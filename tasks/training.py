@@ -464,9 +464,15 @@ def paired_validation(
     handle = get_handle(cfg, run_id)
     the_tasks = [bench_task(cfg.env, i) for i in val_task_ids]
     specs = [RolloutSpec(t, h, i) for h in harnesses for t in the_tasks for i in range(cfg.validation.k)]
+    every = max(1, len(specs) // 10)
+
+    def progress(done: int, total: int) -> None:  # a re-anchor is minutes of one call: say how far it is
+        if done % every == 0 or done == total:
+            _logger().info("re-anchor step %d: %d/%d validation episodes finished", step, done, total)
+
     with torch.no_grad():
         results = run_rollouts(
-            handle.policy, specs, env_factory(cfg.env), step_sampling(cfg, step, 2), cfg.env.max_rounds
+            handle.policy, specs, env_factory(cfg.env), step_sampling(cfg, step, 2), cfg.env.max_rounds, progress
         )
     success: dict[str, float] = {}
     with session_scope(get_engine(database_url)) as session:

@@ -64,6 +64,15 @@ def test_round_limit_and_repeated_query_tag(data_dir):
     assert "repeated_query" in result.behaviour_tags
 
 
+def test_progress_is_reported_once_per_finished_episode(data_dir):
+    task = _task("counting")
+    policy = ReplayPolicy(["Action: Operation\n```sql\nSELECT 1\n```"])
+    calls = []
+    specs = [RolloutSpec(task, load_harness("h0"), i) for i in range(3)]
+    run_rollouts(policy, specs, DbBenchEnv, Sampling(), max_rounds=2, on_finished=lambda d, n: calls.append((d, n)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+
+
 def test_block_hook_refuses_an_early_answer(data_dir):
     task = _task("counting")
     h = load_harness("h0").model_copy(
