@@ -13,7 +13,7 @@ def rows(results: dict) -> list[list[str]]:
     return [
         [
             label,
-            "rank-1 router" if label == "rank1" else str(e["harness"]),
+            "rank-1 router" if label.removeprefix("test-") in ("rank1", "rank1-before") else str(e["harness"]),
             str(e["n_tasks"]),
             _pm(e["pass"]),
             _pm(e["avg"]),

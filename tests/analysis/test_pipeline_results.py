@@ -44,6 +44,8 @@ def test_training_lines_show_the_interval_and_the_paired_difference():
         "after - before (H0): Avg@3 +3.33 [-3.33, +10.00], Pass@3 +10.00 [+0.00, +30.00] points over 10 tasks: "
         "within noise"
     )
+    labelled = {**RESULTS, "evaluations": {**RESULTS["evaluations"], "test-rank1": RESULTS["evaluations"]["after"]}}
+    assert pipeline_results.rows(labelled)[-1][:2] == ["test-rank1", "rank-1 router"]
     md = pipeline_results.markdown("quickstart", RESULTS)
     assert "| after | h0 | 10 | 20.00 ± 0.00 | 10.00 ± 0.00 |" in md and "within noise" in md
 
