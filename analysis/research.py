@@ -363,7 +363,9 @@ def rq5_rank1_shares(session: Session, methods: list[Method]) -> pd.DataFrame:
                     "harness": r["harness_name"] or r["harness_id"][:12],
                     "when": when,
                     "share": r["share"],
-                    "n_tasks": r["n_tasks"],
+                    # the view's n_tasks counts the decisions that chose this harness; the run's
+                    # tasks are n_tasks / share (every row of a run has the same denominator)
+                    "n_tasks": round(r["n_tasks"] / r["share"]) if r["share"] else None,
                 }
                 for r in _rows(
                     session,
@@ -380,7 +382,7 @@ def rq5_rank1_shares(session: Session, methods: list[Method]) -> pd.DataFrame:
         wide.loc[main.base_harness] = 0.0
     wide = wide.reindex(columns=["before", "after"], fill_value=0.0).sort_index().reset_index()
     wide.columns.name = None
-    n = df.groupby("when")["n_tasks"].first()
+    n = df.groupby("when")["n_tasks"].max()
     if {"before", "after"} <= set(n.index):  # after - before, each share over its tasks (Newcombe)
         changes = [
             two_proportions(r["after"] * n["after"], n["after"], r["before"] * n["before"], n["before"]).difference

@@ -208,6 +208,9 @@ def test_rq5_rank1_shares_and_edge(session, methods):
     assert list(shares) == ["h0", "sib_a"]
     assert (shares["h0"]["before"], shares["h0"]["after"]) == approx((0.0, 0.5))
     assert (shares["sib_a"]["before"], shares["sib_a"]["after"]) == approx((1.0, 0.5))
+    # H0: 1 of 2 tasks after vs 0 of 2 before. Wilson(1, 2) = 0.5 -+ 0.405469, Wilson(0, 2) = [0, 0.657620];
+    # Newcombe: 0.5 - sqrt(0.405469^2 + 0.657620^2) = -0.272573, 0.5 + 0.405469 = 0.905469
+    assert (shares["h0"]["change_low"], shares["h0"]["change_high"]) == approx((-0.272573, 0.905469), abs=1e-5)
     edge = _records(research.rq5_rank1_edge(session, methods), "when")
     assert (edge["before"]["pass_edge"], edge["before"]["avg_edge"]) == approx((-25.0, -100 / 12))
     assert (edge["after"]["pass_edge"], edge["after"]["avg_edge"]) == approx((-25.0, 50 - 100 / 3))
