@@ -29,6 +29,9 @@ log "report"
 $HS report --run main-harness-s --baseline main-grpo --baseline main-h0-rescue --baseline main-fixed-mixture \
   --baseline main-random --baseline main-fixed-profiles --out reports/dbbench-main
 log "export"                                                       # the rows the report reads, no turns
-rm -f reports/dbbench-main/rows.db
+rm -f reports/dbbench-main/rows.db reports/dbbench-main/rows.db.xz
 $HS db copy --to sqlite:///reports/dbbench-main/rows.db --no-turns --run main-harness-s --run main-grpo \
   --run main-h0-rescue --run main-fixed-mixture --run main-random --run main-fixed-profiles
+sqlite3 reports/dbbench-main/rows.db VACUUM && xz -9 reports/dbbench-main/rows.db   # rows.db.xz, committed
+# Re-run the report from the export alone:
+#   xz -dk reports/dbbench-main/rows.db.xz && hs report --run main-harness-s ... --database-url sqlite:///reports/dbbench-main/rows.db
