@@ -140,7 +140,7 @@ def readings(report: Report) -> dict[str, str]:
             else:
                 parts.append(f"{router} no rescues")
         out["rq3"] = "Rescue success over all stages (95% interval): " + ", ".join(parts) + "."
-        ablation = t["rq3_ablation"].dropna(subset=["low"]) if "low" in t["rq3_ablation"] else pd.DataFrame()
+        ablation = t["rq3_ablation"].dropna(subset=["low"])  # stages where both routers had rescues
         if not ablation.empty:
             out["rq3"] += (
                 " Re-anchoring ablation, adaptive - fixed_profiles: "

@@ -499,9 +499,9 @@ def _count_difference(gained: int, lost: int, n: int) -> tuple[Interval, str]:
     """Paired success difference over n tasks where ``gained`` go 0 -> 1 and ``lost`` 1 -> 0: the
     mean of per-task differences (+1, -1, 0) with its paired bootstrap interval, and the verdict
     (interval and exact sign-flip test, which for such counts is McNemar's test)."""
-    diffs = [1.0] * gained + [-1.0] * lost + [0.0] * max(n - gained - lost, 0)
-    zeros = [0.0] * max(len(diffs), 1)
-    diffs = diffs or [0.0]
+    diffs = [1.0] * gained + [-1.0] * lost
+    diffs += [0.0] * max(n - len(diffs), 0 if diffs else 1)  # at least one task
+    zeros = [0.0] * len(diffs)
     interval = paired_bootstrap(diffs, zeros)
     return interval, verdict(interval, sign_flip_test(diffs, zeros))
 
