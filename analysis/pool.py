@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from itertools import combinations
 
+import pandas as pd
+
 from analysis.statistics import paired_bootstrap, sign_flip_test, verdict, wilson
 
 
@@ -89,3 +91,65 @@ def _wilson(hits: int, n: int) -> tuple[float, float]:
 
 def _jaccard(a: set, b: set) -> float | None:
     return len(a & b) / len(a | b) if a | b else None
+
+
+def phenomena_tables(reports: list[tuple[str, dict]]) -> dict[str, pd.DataFrame]:
+    """Pool reports of the same pool under several policies (label, report), in the order given:
+    `pool_locality` (each sibling's fixed / broken tasks and edge over H0 at k, with its interval),
+    `pool_complementarity` (H0 at k, best single, oracle union, H0 at the pool's rollout count, and
+    the union's paired gains with intervals) and `pool_non_stationarity` (each sibling's edge over H0
+    under each policy: how the pool's value moves as the policy trains)."""
+    locality, complementarity = [], []
+    for label, r in reports:
+        for sibling, x in r["locality"].items():
+            low, high = x["edge"]["interval"]
+            locality.append(
+                {
+                    "policy": label,
+                    "sibling": sibling,
+                    "solved": x["solved"],
+                    "fixed": x["fixed"],
+                    "broken": x["broken"],
+                    "n_tasks": r["n_tasks"],
+                    "edge": x["edge"]["difference"],
+                    "edge_low": low,
+                    "edge_high": high,
+                    "verdict": x["edge"]["verdict"],
+                }
+            )
+        c = r["complementarity"]
+        row = {
+            "policy": label,
+            "n_tasks": r["n_tasks"],
+            "rollouts": c["equal_rollouts"],
+            "h0_at_k": c["h0_at_k"],
+            "best_single": c["best_single"],
+            "best_single_name": c["best_single_name"],
+            "oracle_union": c["oracle_union"],
+            "h0_at_equal_rollouts": c["h0_at_equal_rollouts"],
+        }
+        for key, name in (
+            ("oracle_vs_best_single", "union_vs_best"),
+            ("oracle_vs_h0_at_equal_rollouts", "union_vs_h0"),
+        ):
+            row |= {
+                f"{name}_low": c[key]["interval"][0],
+                f"{name}_high": c[key]["interval"][1],
+                f"{name}_verdict": c[key]["verdict"],
+            }
+        complementarity.append(row)
+    loc = pd.DataFrame(locality)
+    if loc.empty:
+        moving = pd.DataFrame()
+    else:
+        cell = loc.assign(
+            cell=[f"{e:+.3f} [{lo:+.2f}, {hi:+.2f}]" for e, lo, hi in zip(loc.edge, loc.edge_low, loc.edge_high)]
+        )
+        order = [label for label, _ in reports]
+        moving = cell.pivot(index="sibling", columns="policy", values="cell")[order].reset_index()
+        moving.columns.name = None
+    return {
+        "pool_locality": loc,
+        "pool_complementarity": pd.DataFrame(complementarity),
+        "pool_non_stationarity": moving,
+    }

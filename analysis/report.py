@@ -15,7 +15,8 @@ import pandas as pd
 from sqlalchemy.orm import Session
 
 from analysis import comparisons, figures, research
-from analysis.runs import Method, resolve_methods
+from analysis.pool import phenomena_tables
+from analysis.runs import Method, pool_reports, resolve_methods
 from analysis.statistics import wilson
 
 
@@ -25,7 +26,9 @@ class Report:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
-def build_report(session: Session, main: str, baselines: list[str]) -> Report:
+def build_report(session: Session, main: str, baselines: list[str], pools: list[str] = ()) -> Report:
+    """The compared methods' tables; ``pools`` names pool-report runs (the same pool under several
+    policies) for the phenomena measured on their own, larger task sample."""
     methods = resolve_methods(session, main, baselines)
     stages = research.rq3_rescue_by_stage(session, methods)
     signals = research.rq2_signals(session, methods)
@@ -47,6 +50,7 @@ def build_report(session: Session, main: str, baselines: list[str]) -> Report:
         "locality": research.locality(session, methods),
         "complementarity": research.complementarity(session, methods),
         "non_stationarity": research.non_stationarity(session, methods),
+        **phenomena_tables(pool_reports(session, list(pools))),
     }
     return Report(methods, tables)
 
@@ -187,6 +191,27 @@ def readings(report: Report) -> dict[str, str]:
             )
             + "."
         )
+    pool = t["pool_complementarity"]
+    if not pool.empty:
+        loc = t["pool_locality"]
+        parts = []
+        for _, r in pool.iterrows():
+            mine = loc[loc["policy"] == r["policy"]]
+            beyond = mine[mine["verdict"] == "beyond noise"]
+            parts.append(
+                f"{r['policy']} ({r['n_tasks']} tasks): {len(beyond)} of {len(mine)} siblings "
+                "differ from H0 beyond noise"
+                + (
+                    ": " + ", ".join(f"{x['sibling']} {x['edge']:+.2f}" for _, x in beyond.iterrows())
+                    if len(beyond)
+                    else ""
+                )
+                + f"; oracle union {r['oracle_union']:.2f} vs best single {r['best_single']:.2f} "
+                f"[{r['union_vs_best_low']:+.2f}, {r['union_vs_best_high']:+.2f}], {r['union_vs_best_verdict']}, "
+                f"vs H0 at {r['rollouts']} rollouts {r['h0_at_equal_rollouts']:.2f} "
+                f"[{r['union_vs_h0_low']:+.2f}, {r['union_vs_h0_high']:+.2f}], {r['union_vs_h0_verdict']}"
+            )
+        out["pool"] = "; ".join(parts) + "."
     return out
 
 
@@ -247,7 +272,20 @@ SECTIONS = [
         "the oracle union, with the interval of the union's gain over the best single; each sibling's success edge "
         "over H0 by re-anchor.",
     ),
+    (
+        "pool",
+        "Locality, complementarity, non-stationarity on a larger task sample (pool reports)",
+        ["pool_locality", "pool_complementarity", "pool_non_stationarity"],
+        "From `hs pool report` runs of the frozen pool under several policies, on the same training tasks: every "
+        "sibling k rollouts per task and H0 k x (number of siblings). Per sibling, tasks fixed and broken against "
+        "H0's first k rollouts and its edge with a 95% paired-bootstrap interval; the oracle union against the best "
+        "single sibling and against H0 resampled at the same rollout count (paired intervals of the gains); each "
+        "sibling's edge under each policy, in the order given, as training moves the policy.",
+    ),
 ]
+
+
+OPTIONAL_SECTIONS = {"pool"}  # left out when the report was asked for none (hs report --pool-report)
 
 
 def write_report(report: Report, out_dir: Path, command: str = "") -> Path:
@@ -270,6 +308,8 @@ def write_report(report: Report, out_dir: Path, command: str = "") -> Path:
         for m in report.methods
     ]
     for key, title, table_keys, explain in SECTIONS:
+        if key in OPTIONAL_SECTIONS and all(report.tables[k].empty for k in table_keys):
+            continue
         lines += ["", f"## {title}", "", explain, ""]
         if key in said:
             lines += [f"**Reading:** {said[key]}", ""]

@@ -85,3 +85,35 @@ def resolve_methods(session: Session, main: str, baselines: list[str]) -> list[M
 def runs_of(methods: list[Method]) -> set[str]:
     """Every run a report over `methods` reads: each method's own, its training run and its evaluations."""
     return {r for m in methods for r in (m.run_id, m.train_run_id, *m.evaluations.values()) if r}
+
+
+def pool_reports(session: Session, ids_or_names: list[str]) -> list[tuple[str, dict]]:
+    """(run name, results) of finished pool-report runs (`hs pool report`), by id or newest with the name."""
+    found = []
+    for key in ids_or_names:
+        run = _pool_report_run(session, key)
+        if run is None or not run.results:
+            raise LookupError(
+                f"no finished pool report '{key}': run `hs pool report VERSION --set name={key}` first "
+                "(or give a run id of kind 'pool_report')"
+            )
+        found.append((run.name, run.results))
+    return found
+
+
+def export_runs(session: Session, ids_or_names: list[str]) -> set[str]:
+    """Every run id an export of these runs needs: a pipeline or training run with its training and
+    evaluation runs (as a report reads them), a pool-report run by itself."""
+    pools = {key for key in ids_or_names if _pool_report_run(session, key) is not None}
+    methods = [key for key in ids_or_names if key not in pools]
+    ids = {_pool_report_run(session, key).id for key in pools}
+    return ids | (runs_of(resolve_methods(session, methods[0], methods[1:])) if methods else set())
+
+
+def _pool_report_run(session: Session, key: str) -> Run | None:
+    run = session.get(Run, key)
+    if run is not None:
+        return run if run.kind == "pool_report" else None
+    return session.scalars(
+        select(Run).where(Run.name == key, Run.kind == "pool_report").order_by(Run.created_at.desc())
+    ).first()

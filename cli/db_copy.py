@@ -27,8 +27,8 @@ def copy_cmd(
     run: Annotated[
         Optional[list[str]],
         typer.Option(
-            help="Only this pipeline or training run (id or name) with its training and evaluation runs; "
-            "repeat for more. Harnesses and bench tasks are always copied."
+            help="Only this pipeline or training run (id or name) with its training and evaluation runs, or "
+            "this pool-report run; repeat for more. Harnesses and bench tasks are always copied."
         ),
     ] = None,
     turns: Annotated[
@@ -45,10 +45,10 @@ def copy_cmd(
     source = open_database(from_, write=False)
     runs = None
     if run:
-        from analysis.runs import resolve_methods, runs_of
+        from analysis.runs import export_runs
 
         with reading(source) as session:
-            runs = runs_of(resolve_methods(session, run[0], list(run[1:])))
+            runs = export_runs(session, list(run))
     target = open_database(to, write=True)
     console = Console()
     with Progress(

@@ -282,12 +282,20 @@ def report(
         Optional[list[str]],
         typer.Option(help="A run to compare with (pipeline or training run, id or name); repeat for several"),
     ] = None,
+    pool_report: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--pool-report",
+            help="A pool-report run (hs pool report ... --set name=NAME), id or name; repeat for the same pool "
+            "under several policies (phenomena on its task sample, in the order given)",
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder for report.md and the PNG figures")] = Path("reports/latest"),
     database_url: DatabaseUrl = None,
 ):
     """RQ1-RQ6 and the three phenomena as one markdown report with figures.
 
-    hs report --run ID --baseline RUN --out DIR"""
+    hs report --run ID --baseline RUN [--pool-report NAME ...] --out DIR"""
     if ctx.invoked_subcommand is not None:
         return
     if run is None:
@@ -297,8 +305,16 @@ def report(
 
     check_output_folder(out / "report.md", "the report", "pass --out with a writable folder")
     with reading(database_url) as session:
-        built = build_report(session, run, list(baseline or []))
-    command = " ".join(["hs report", f"--run {run}", *[f"--baseline {b}" for b in baseline or []], f"--out {out}"])
+        built = build_report(session, run, list(baseline or []), list(pool_report or []))
+    command = " ".join(
+        [
+            "hs report",
+            f"--run {run}",
+            *[f"--baseline {b}" for b in baseline or []],
+            *[f"--pool-report {p}" for p in pool_report or []],
+            f"--out {out}",
+        ]
+    )
     path = write_report(built, out, command)
     console.print(
         f"wrote {path} ({len(list(out.glob('*.png')))} figures) comparing " + ", ".join(m.label for m in built.methods),

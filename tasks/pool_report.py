@@ -84,7 +84,7 @@ def summarise_pool(
         "policy": policy_config(cfg).model,
         **pool_report(h0, siblings, cfg.k),
     }
-    out = Path(cfg.report_dir) / f"pool-{cfg.env.benchmark}-{cfg.version}.json"
+    out = Path(cfg.report_dir) / report_file_name(cfg)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
     with session_scope(get_engine(database_url)) as session:
@@ -93,5 +93,13 @@ def summarise_pool(
         ).first()
         if pool is not None:  # the pool row keeps its latest report
             pool.members = [{**m, "report": report["locality"].get(m["name"])} for m in pool.members]
-        store.finish_run(session, run_id, "completed")
+        store.finish_run(session, run_id, "completed").results = report  # `hs report --pool-report` reads it
     return {**report, "path": str(out)}
+
+
+def report_file_name(cfg: PoolReportConfig) -> str:
+    """pool-<benchmark>-<version>.json; a named report (--set name=...) gets its own file, so reports
+    of the same pool under several policies sit side by side."""
+    default = PoolReportConfig.model_fields["name"].default
+    suffix = "" if cfg.name == default else f"-{cfg.name}"
+    return f"pool-{cfg.env.benchmark}-{cfg.version}{suffix}.json"

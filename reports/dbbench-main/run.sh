@@ -3,35 +3,69 @@
 # report and the export of the rows it reads. Every step is resumable: a finished training update,
 # evaluation group or pipeline phase is skipped, so running this script again continues where it
 # stopped (a session that ends mid-run loses at most the update or group in flight).
-#   bash reports/dbbench-main/run.sh            # everything still missing, in this order
-#   bash reports/dbbench-main/run.sh report     # only the report and the export, from what has finished
+#   bash reports/dbbench-main/run.sh              # everything still missing, in this order
+#   bash reports/dbbench-main/run.sh report       # only the report and the export, from what has finished
+#   bash reports/dbbench-main/run.sh grpo random  # only these steps (still skipping finished ones)
+# The committed export (rows.db.xz) is the record that accumulates across machines and sessions:
+# a method whose run is already in it is skipped, and the report step merges every run finished in
+# the working database (.hs/hs.db, or $HS_DATABASE_URL) into it before writing the report from it.
 # Order: the method first, then the baselines, so the headline comparison (harness_s vs grpo on
 # the test split) is available earliest.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 HS=${HS:-.venv/bin/hs}
 export HS_DATA_DIR=${HS_DATA_DIR:-../shared/data}
+OUT=reports/dbbench-main
+EXPORT=$OUT/rows.db
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 
-if [[ "${1:-}" != "report" ]]; then
-  for method in harness_s grpo h0_rescue fixed_mixture; do        # RQ1/RQ2 (+ RQ4-RQ6 for harness_s)
-    log "pipeline $method"; $HS run configs/main/$method.yaml
+STEPS=(harness_s grpo h0_rescue fixed_mixture random fixed_profiles pool)
+declare -A RUN_NAME=([harness_s]=main-harness-s [grpo]=main-grpo [h0_rescue]=main-h0-rescue
+  [fixed_mixture]=main-fixed-mixture [random]=main-random [fixed_profiles]=main-fixed-profiles)
+
+[[ -f $EXPORT.xz && ! -f $EXPORT ]] && xz -dk "$EXPORT.xz"   # rows.db: the uncompressed export, not committed
+exported() { [[ -f $EXPORT ]] && [[ -n "$(sqlite3 "$EXPORT" "SELECT id FROM runs WHERE name = '$1' AND status = 'completed'")" ]]; }
+
+run_step() {
+  local step=$1 name=${RUN_NAME[$1]:-}
+  if [[ -n $name ]] && exported "$name"; then log "$step: $name is in the export, skipped"; return; fi
+  case $step in
+    harness_s | grpo | h0_rescue | fixed_mixture)                  # RQ1/RQ2 (+ RQ4-RQ6 for harness_s)
+      log "pipeline $step"; $HS run configs/main/$step.yaml ;;
+    random | fixed_profiles)                                       # RQ3: router ablations (training only)
+      log "router $step"
+      $HS train --config configs/main/train_dbbench.yaml --set router.kind=$step --set name=$name ;;
+    pool)                                                          # phenomena on real evidence
+      log "pool report v1 on 60 training tasks"
+      $HS pool report v1 --warm-start configs/sft_dbbench_smol.yaml --n-tasks 60 --k 2 --set report_dir=$OUT ;;
+    *) echo "unknown step '$step'; steps: ${STEPS[*]} report" >&2; exit 2 ;;
+  esac
+}
+
+if [[ $# -eq 0 ]]; then set -- "${STEPS[@]}" report; fi
+for step in "$@"; do
+  [[ $step == report ]] && continue
+  run_step "$step"
+done
+
+log "export: runs finished here, merged into $EXPORT"                # the rows the report reads, no turns
+WORK=${HS_DATABASE_URL:-sqlite:///.hs/hs.db}
+finished=()
+if [[ $WORK == sqlite:///* && -f ${WORK#sqlite:///} ]]; then
+  for name in "${RUN_NAME[@]}"; do
+    [[ -n "$(sqlite3 "${WORK#sqlite:///}" "SELECT id FROM runs WHERE name = '$name' AND status = 'completed'")" ]] \
+      && finished+=(--run "$name")
   done
-  for router in random fixed_profiles; do                          # RQ3: router ablations (training only)
-    log "router $router"
-    $HS train --config configs/main/train_dbbench.yaml --set router.kind=$router --set name=main-$router
-  done
-  log "pool report v1 on 60 training tasks"                        # phenomena on real evidence
-  $HS pool report v1 --warm-start configs/sft_dbbench_smol.yaml --n-tasks 60 --k 2 \
-    --set report_dir=reports/dbbench-main
 fi
+if ((${#finished[@]})); then $HS db copy --from "$WORK" --to "sqlite:///$EXPORT" --no-turns "${finished[@]}"; fi
+
 log "report"
-$HS report --run main-harness-s --baseline main-grpo --baseline main-h0-rescue --baseline main-fixed-mixture \
-  --baseline main-random --baseline main-fixed-profiles --out reports/dbbench-main
-log "export"                                                       # the rows the report reads, no turns
-rm -f reports/dbbench-main/rows.db reports/dbbench-main/rows.db.xz
-$HS db copy --to sqlite:///reports/dbbench-main/rows.db --no-turns --run main-harness-s --run main-grpo \
-  --run main-h0-rescue --run main-fixed-mixture --run main-random --run main-fixed-profiles
-sqlite3 reports/dbbench-main/rows.db VACUUM && xz -9 reports/dbbench-main/rows.db   # rows.db.xz, committed
-# Re-run the report from the export alone:
-#   xz -dk reports/dbbench-main/rows.db.xz && hs report --run main-harness-s ... --database-url sqlite:///reports/dbbench-main/rows.db
+baselines=()
+for step in grpo h0_rescue fixed_mixture random fixed_profiles; do
+  exported "${RUN_NAME[$step]}" && baselines+=(--baseline "${RUN_NAME[$step]}")
+done
+$HS report --run main-harness-s "${baselines[@]}" --database-url "sqlite:///$EXPORT" --out $OUT
+cp "$EXPORT" "$EXPORT.tmp" && sqlite3 "$EXPORT.tmp" VACUUM && xz -9f "$EXPORT.tmp" && mv "$EXPORT.tmp.xz" "$EXPORT.xz"
+# Re-run the report from the export alone (what tests/analysis/test_committed_report.py checks):
+#   xz -dk reports/dbbench-main/rows.db.xz && hs report --run main-harness-s --baseline main-grpo ... \
+#     --database-url sqlite:///reports/dbbench-main/rows.db --out reports/dbbench-main

@@ -383,3 +383,49 @@ def test_an_export_of_the_reported_runs_gives_the_same_report(db_url, session, t
     assert again == original
     unknown = runner.invoke(app, [*args, "--run", "nope"])
     assert unknown.exit_code == 2 and "no pipeline or training run 'nope'" in unknown.output
+
+
+def test_pool_reports_under_two_policies_join_the_report_and_its_export(db_url, session, tmp_path):
+    """`hs report --pool-report A --pool-report B`: the pool section from finished pool-report runs,
+    in the order given; `hs db copy --run A` exports them; an unknown one is a one-line error."""
+    from analysis.pool import pool_report
+    from cli.main import app
+
+    h0 = {"t1": [True, False], "t2": [False, False], "t3": [False, False]}
+    for name, sib in (
+        ("pool-warm", {"t1": [True], "t2": [True], "t3": [False]}),
+        ("pool-u4", {"t1": [False], "t2": [False], "t3": [False]}),
+    ):
+        session.add(
+            Run(
+                id=f"{name}-id",
+                kind="pool_report",
+                name=name,
+                config={},
+                status="completed",
+                results={"policy": name, **pool_report(h0, {"sib_a": sib}, k=1)},
+            )
+        )
+    session.commit()
+    report = build_report(session, MAIN, BASELINES, ["pool-warm", "pool-u4"])
+    text = write_report(report, tmp_path / "r").read_text()
+    assert "## Locality, complementarity, non-stationarity on a larger task sample" in text
+    # warm start: sib_a fixes t2 (H0's first rollout solves t1 only): +0.33; u4: breaks t1: -0.33
+    assert "pool-warm (3 tasks): 0 of 1 siblings differ from H0 beyond noise" in text
+    assert "| sib_a     | +0.333 [" in text and "| -0.333 [" in text
+    assert (
+        "on a larger task sample"
+        not in write_report(build_report(session, MAIN, BASELINES), tmp_path / "n").read_text()
+    )
+
+    export = f"sqlite:///{tmp_path / 'rows.db'}"
+    args = ["db", "copy", "--from", db_url, "--to", export, "--no-turns", "--run", MAIN, "--run", "pool-warm"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    engine = make_engine(export)
+    with session_scope(engine) as s:
+        assert s.get(Run, "pool-warm-id").results["n_tasks"] == 3 and s.get(Run, "pool-u4-id") is None
+    engine.dispose()
+    bad = CliRunner().invoke(
+        app, ["report", "--run", MAIN, "--pool-report", "nope", "--out", str(tmp_path / "x"), "--database-url", db_url]
+    )
+    assert bad.exit_code == 2 and "no finished pool report 'nope'" in bad.output

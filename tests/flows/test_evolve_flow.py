@@ -171,6 +171,9 @@ def test_pool_report_measures_locality_and_complementarity(tmp_path, train_dir, 
     )
     assert report["overlap"] == {"lenient_answer|schema_rows": 0.0}
     assert json.loads(open(report["path"]).read())["locality"]["lenient_answer"]["fixed"] == fixable
+    assert report["path"].endswith("pool-dbbench-p1.json")  # a named report (--set name=...) gets its own file
+    with session_scope(make_engine(url)) as s:  # what `hs report --pool-report` reads
+        assert s.get(Run, run["run_id"]).results["locality"] == report["locality"]
     with session_scope(make_engine(url)) as s:
         h0_groups = s.scalars(
             select(RolloutGroup).where(RolloutGroup.role == "report", RolloutGroup.harness_id == load_harness("h0").id)
@@ -185,3 +188,11 @@ def test_pool_report_measures_locality_and_complementarity(tmp_path, train_dir, 
     again = pool_report(cfg, database_url=other)
     assert again["locality"] == report["locality"] and again["complementarity"] == report["complementarity"]
     assert every_id(other) == every_id(url)
+
+
+def test_named_pool_reports_of_one_pool_get_their_own_files():
+    from configs.schema import PoolReportConfig
+    from tasks.pool_report import report_file_name
+
+    assert report_file_name(PoolReportConfig(version="v1")) == "pool-dbbench-v1.json"
+    assert report_file_name(PoolReportConfig(version="v1", name="pool-u10")) == "pool-dbbench-v1-pool-u10.json"
