@@ -290,6 +290,50 @@ def rq4_behaviours(session: Session, methods: list[Method]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["behaviour", "policy", "share"])
 
 
+def _behaviour_counts(session: Session, run_id: str) -> tuple[dict[str, int], int]:
+    """(tag -> trajectories showing it, all trajectories) of an evaluation run, as the view counts them."""
+    tagged = {
+        r["tag"]: int(r["n_tagged"])
+        for r in _rows(session, "SELECT tag, n_tagged FROM behaviour_frequencies WHERE run_id = :r", r=run_id)
+    }
+    total = _rows(session, "SELECT COUNT(*) AS n FROM trajectories WHERE run_id = :r", r=run_id)[0]["n"]
+    return {tag: tagged.get(tag, 0) for tag in BEHAVIOURS}, int(total)
+
+
+def rq4_behaviour_differences(session: Session, methods: list[Method]) -> pd.DataFrame:
+    """The trained policy's share of H0 evaluation trajectories with each behaviour minus the base
+    policy's (and GRPO's, where compared): Newcombe's 95% interval and the z test, with trajectories as
+    independent draws (an approximation: one task's rollouts resemble each other, so the interval is
+    somewhat too narrow)."""
+    columns = ["behaviour", "comparison", "main", "other", "difference", "low", "high", "p", "verdict"]
+    policies = dict(rq4_policies(methods))
+    main = methods[0].label
+    if main not in policies:
+        return pd.DataFrame(columns=columns)
+    mine, n_mine = _behaviour_counts(session, policies[main])
+    rows = []
+    for other in (p for p in policies if p != main):
+        theirs, n_theirs = _behaviour_counts(session, policies[other])
+        if not (n_mine and n_theirs):
+            continue
+        for tag in BEHAVIOURS:
+            c = two_proportions(mine[tag], n_mine, theirs[tag], n_theirs)
+            rows.append(
+                {
+                    "behaviour": tag,
+                    "comparison": f"{main} - {other}",
+                    "main": mine[tag] / n_mine,
+                    "other": theirs[tag] / n_theirs,
+                    "difference": c.difference.estimate,
+                    "low": c.difference.low,
+                    "high": c.difference.high,
+                    "p": c.p_value,
+                    "verdict": verdict(c.difference, c.p_value),
+                }
+            )
+    return pd.DataFrame(rows, columns=columns)
+
+
 def _outcomes(session: Session, run_id: str) -> dict[str, dict]:
     """bench task -> {task_type, rollouts, successes} summed over seeds."""
     out: dict[str, dict] = {}

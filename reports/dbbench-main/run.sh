@@ -35,11 +35,27 @@ run_step() {
     random | fixed_profiles)                                       # RQ3: router ablations (training only)
       log "router $step"
       $HS train --config configs/main/train_dbbench.yaml --set router.kind=$step --set name=$name ;;
-    pool)                                                          # phenomena on real evidence
-      log "pool report v1 on 60 training tasks"
-      $HS pool report v1 --warm-start configs/sft_dbbench_smol.yaml --n-tasks 60 --k 2 --set report_dir=$OUT ;;
+    pool) pool_reports ;;                                          # phenomena on real evidence
     *) echo "unknown step '$step'; steps: ${STEPS[*]} report" >&2; exit 2 ;;
   esac
+}
+
+# Phenomena on 60 training tasks: pool v1 (H0 + 4 evolved siblings, k = 2; H0 8 rollouts per task)
+# under the warm start and under the trained checkpoints at updates 10 and 20 of every run whose
+# checkpoints are in this machine's registry (non-stationarity: how each sibling's edge moves).
+POOL_RUNS=(pool-warm)
+for run in harness-s grpo; do for u in 10 20; do POOL_RUNS+=(pool-$run-u$u); done; done
+pool_reports() {
+  local args=(v1 --n-tasks 60 --k 2 --set report_dir=$OUT) name checkpoint
+  exported pool-warm && log "pool-warm is in the export, skipped" \
+    || { log "pool report v1 on 60 tasks: warm start"; $HS pool report "${args[@]}" --warm-start configs/sft_dbbench_smol.yaml --set name=pool-warm; }
+  for name in "${POOL_RUNS[@]:1}"; do
+    if exported "$name"; then log "$name is in the export, skipped"; continue; fi
+    run=${name#pool-}; run=${run%-u*}; u=${name##*-u}
+    checkpoint=$(sqlite3 .hs/hs.db "SELECT c.id FROM checkpoints c JOIN runs r ON r.id = c.run_id WHERE r.name = 'main-$run-train' AND c.step = $u" 2>/dev/null || true)
+    if [[ -z $checkpoint ]]; then log "$name: no checkpoint of main-$run-train at update $u here, skipped"; continue; fi
+    log "pool report v1 on 60 tasks: $checkpoint"; $HS pool report "${args[@]}" --model "$checkpoint" --set name=$name
+  done
 }
 
 if [[ $# -eq 0 ]]; then set -- "${STEPS[@]}" report; fi
@@ -52,7 +68,7 @@ log "export: runs finished here, merged into $EXPORT"                # the rows 
 WORK=${HS_DATABASE_URL:-sqlite:///.hs/hs.db}
 finished=()
 if [[ $WORK == sqlite:///* && -f ${WORK#sqlite:///} ]]; then
-  for name in "${RUN_NAME[@]}"; do
+  for name in "${RUN_NAME[@]}" "${POOL_RUNS[@]}"; do
     [[ -n "$(sqlite3 "${WORK#sqlite:///}" "SELECT id FROM runs WHERE name = '$name' AND status = 'completed'")" ]] \
       && finished+=(--run "$name")
   done
@@ -64,6 +80,7 @@ baselines=()
 for step in grpo h0_rescue fixed_mixture random fixed_profiles; do
   exported "${RUN_NAME[$step]}" && baselines+=(--baseline "${RUN_NAME[$step]}")
 done
+for name in "${POOL_RUNS[@]}"; do exported "$name" && baselines+=(--pool-report "$name"); done
 $HS report --run main-harness-s "${baselines[@]}" --database-url "sqlite:///$EXPORT" --out $OUT
 cp "$EXPORT" "$EXPORT.tmp" && sqlite3 "$EXPORT.tmp" VACUUM && xz -9f "$EXPORT.tmp" && mv "$EXPORT.tmp.xz" "$EXPORT.xz"
 # Re-run the report from the export alone (what tests/analysis/test_committed_report.py checks):

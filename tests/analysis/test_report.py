@@ -203,6 +203,27 @@ def test_rq4_behaviours_and_transfers(session, methods):
     ]
 
 
+def test_rq4_behaviour_differences_by_hand(session, methods, tmp_path):
+    """inspected_first: 9 of 12 H0 trajectories after, 3 of 12 before. Wilson(9/12): centre
+    (0.75 + 3.8415/24) / (1 + 3.8415/12) = 0.68938, half 1.96 * sqrt(0.75*0.25/12 + 3.8415/576) /
+    1.32012 = 0.22169 -> [0.46769, 0.91107]; 3/12 mirrors it: [0.08893, 0.53231]. Newcombe: 0.5 -/+
+    sqrt(0.28231^2 + 0.28231^2) and sqrt(0.16107^2 + 0.16107^2) -> [0.10074, 0.72779]; pooled z test:
+    0.5 / sqrt(0.25 * 2/12) = 2.4495 -> p = 0.01431."""
+    df = research.rq4_behaviour_differences(session, methods)
+    rows = {(r["comparison"], r["behaviour"]): r for r in df.to_dict("records")}
+    r = rows[f"{HS} - base policy", "inspected_first"]
+    assert (r["main"], r["other"], r["difference"]) == approx((0.75, 0.25, 0.5))
+    assert (r["low"], r["high"], r["p"]) == approx((0.10074, 0.72779, 0.01431), abs=1e-4)
+    assert r["verdict"] == "beyond noise"
+    assert rows[f"{HS} - base policy", "rechecked_mutation"]["verdict"] == "within noise"  # 2/12 vs 0/12
+    assert rows[f"{HS} - grpo", "repeated_query"]["difference"] == approx(-1 / 3)
+    assert len(df) == 8  # 4 behaviours x (base policy, grpo)
+    text = write_report(
+        build_report(session, MAIN, BASELINES), Path(session.bind.url.database).parent / "r4"
+    ).read_text()
+    assert f"{HS} - base policy: inspected_first +0.500 [+0.101, +0.728], answered_without_query -0.500" in text
+
+
 def test_rq5_rank1_shares_and_edge(session, methods):
     shares = _records(research.rq5_rank1_shares(session, methods), "harness")
     assert list(shares) == ["h0", "sib_a"]
