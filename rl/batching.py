@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from rl.policy import ChatSession, Generation, Policy, Sampling
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two requests with the same sessions and seed are still two callers
 class _Request:
     sessions: list[ChatSession]
     sampling: Sampling

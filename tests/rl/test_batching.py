@@ -114,3 +114,17 @@ def test_merged_requests_keep_their_own_seeds_as_streams():
         th.join(timeout=10)
     assert inner.batches == [4]  # one merged call
     assert sorted(inner.streams) == [(101, 0), (101, 1), (102, 0), (102, 1)]  # each request's seed, its own indices
+
+
+def test_requests_with_equal_contents_stay_two_callers():
+    """Two rollouts can ask for the same thing (same first prompt, same seed). Found in a pool report:
+    the leader's batch was full, so the other stayed queued, but removing the leader by equality
+    took the other out of the queue instead; it later ran again and failed (list.remove)."""
+    from rl.batching import _Request
+
+    policy = BatchingPolicy(SlowEcho(), max_sessions=64)
+    sessions = [ChatSession(messages=[{"role": "user", "content": "same"}]) for _ in range(40)]
+    waiting, leader = _Request(list(sessions), Sampling(seed=7)), _Request(list(sessions), Sampling(seed=7))
+    policy._pending = [waiting, leader]
+    assert policy._take_batch(leader) == [leader]  # 80 sessions do not fit one call of 64
+    assert len(policy._pending) == 1 and policy._pending[0] is waiting
