@@ -46,7 +46,7 @@ run_step() {
 POOL_RUNS=(pool-warm)
 for run in harness-s grpo; do for u in 10 20; do POOL_RUNS+=(pool-$run-u$u); done; done
 pool_reports() {
-  local args=(v1 --n-tasks 60 --k 2 --set report_dir=$OUT) name checkpoint
+  local args=(v1 --n-tasks 60 --k 2 --set report_dir=$OUT --set concurrency=2) name checkpoint   # 4 in flight: OOM at 24 GB
   exported pool-warm && log "pool-warm is in the export, skipped" \
     || { log "pool report v1 on 60 tasks: warm start"; $HS pool report "${args[@]}" --warm-start configs/sft_dbbench_smol.yaml --set name=pool-warm; }
   for name in "${POOL_RUNS[@]:1}"; do
