@@ -218,9 +218,7 @@ def test_rq4_behaviour_differences_by_hand(session, methods, tmp_path):
     assert rows[f"{HS} - base policy", "rechecked_mutation"]["verdict"] == "within noise"  # 2/12 vs 0/12
     assert rows[f"{HS} - grpo", "repeated_query"]["difference"] == approx(-1 / 3)
     assert len(df) == 8  # 4 behaviours x (base policy, grpo)
-    text = write_report(
-        build_report(session, MAIN, BASELINES), Path(session.bind.url.database).parent / "r4"
-    ).read_text()
+    text = write_report(build_report(session, MAIN, BASELINES), tmp_path).read_text()
     assert f"{HS} - base policy: inspected_first +0.500 [+0.101, +0.728], answered_without_query -0.500" in text
 
 
