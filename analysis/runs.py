@@ -33,14 +33,20 @@ class Method:
         return self.evaluations.get(label)
 
 
-def find_run(session: Session, id_or_name: str) -> Run:
-    """The run with this id, else the newest pipeline/training run with this name."""
+def _run_of_kind(session: Session, id_or_name: str, kinds: tuple[str, ...]) -> Run | None:
+    """The run with this id, else the newest run with this name, when it is of one of ``kinds``."""
     run = session.get(Run, id_or_name)
     if run is None:
         run = session.scalars(
-            select(Run).where(Run.name == id_or_name, Run.kind.in_(REPORTABLE_KINDS)).order_by(Run.created_at.desc())
+            select(Run).where(Run.name == id_or_name, Run.kind.in_(kinds)).order_by(Run.created_at.desc())
         ).first()
-    if run is None or run.kind not in REPORTABLE_KINDS:
+    return run if run is not None and run.kind in kinds else None
+
+
+def find_run(session: Session, id_or_name: str) -> Run:
+    """The run with this id, else the newest pipeline/training run with this name."""
+    run = _run_of_kind(session, id_or_name, REPORTABLE_KINDS)
+    if run is None:
         raise LookupError(
             f"no pipeline or training run '{id_or_name}': give a run id or name from "
             "`hs report training` or the runs table (kind 'pipeline' or 'train')"
@@ -91,7 +97,7 @@ def pool_reports(session: Session, ids_or_names: list[str]) -> list[tuple[str, d
     """(run name, results) of finished pool-report runs (`hs pool report`), by id or newest with the name."""
     found = []
     for key in ids_or_names:
-        run = _pool_report_run(session, key)
+        run = _run_of_kind(session, key, ("pool_report",))
         if run is None or not run.results:
             raise LookupError(
                 f"no finished pool report '{key}': run `hs pool report VERSION --set name={key}` first "
@@ -104,16 +110,7 @@ def pool_reports(session: Session, ids_or_names: list[str]) -> list[tuple[str, d
 def export_runs(session: Session, ids_or_names: list[str]) -> set[str]:
     """Every run id an export of these runs needs: a pipeline or training run with its training and
     evaluation runs (as a report reads them), a pool-report run by itself."""
-    pools = {key for key in ids_or_names if _pool_report_run(session, key) is not None}
-    methods = [key for key in ids_or_names if key not in pools]
-    ids = {_pool_report_run(session, key).id for key in pools}
+    pools = {key: _run_of_kind(session, key, ("pool_report",)) for key in ids_or_names}
+    methods = [key for key, run in pools.items() if run is None]
+    ids = {run.id for run in pools.values() if run is not None}
     return ids | (runs_of(resolve_methods(session, methods[0], methods[1:])) if methods else set())
-
-
-def _pool_report_run(session: Session, key: str) -> Run | None:
-    run = session.get(Run, key)
-    if run is not None:
-        return run if run.kind == "pool_report" else None
-    return session.scalars(
-        select(Run).where(Run.name == key, Run.kind == "pool_report").order_by(Run.created_at.desc())
-    ).first()
