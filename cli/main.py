@@ -53,9 +53,10 @@ console = Console()
 
 def _benchmark(name: str) -> str:
     from configs.schema import ConfigError
+    from envs.registry import NAMES
 
-    if name != "dbbench":
-        raise ConfigError(f"unknown benchmark '{name}': the platform has 'dbbench'")
+    if name not in NAMES:
+        raise ConfigError(f"unknown benchmark '{name}': the platform has {', '.join(NAMES)}")
     return name
 
 
@@ -82,15 +83,19 @@ def db_upgrade(
 @user_errors
 def check_gold(
     benchmark: str = typer.Argument("dbbench"),
-    split: Annotated[str, typer.Option(help="dev or standard")] = "dev",
-    backend: Annotated[str, typer.Option(help="sqlite or mysql")] = "sqlite",
+    split: Annotated[str, typer.Option(help="dev or standard (DBBench); train, dev or test (TextWorld)")] = "dev",
+    backend: Annotated[str, typer.Option(help="DBBench: sqlite or mysql")] = "sqlite",
     limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None,
 ):
-    """Replay the gold answers through the environment and verifier; prints agreement per type."""
-    from envs.dbbench.gold import check_gold as run_check
+    """Replay the gold solutions through the environment and verifier; prints agreement per type."""
+    if _benchmark(benchmark) == "textworld":
+        from envs.textworld.gold import check_gold as run_textworld_check
 
-    _benchmark(benchmark)
-    report = run_check(split, backend=backend, limit=limit)
+        report = run_textworld_check(split, limit=limit)
+    else:
+        from envs.dbbench.gold import check_gold as run_check
+
+        report = run_check(split, backend=backend, limit=limit)
     for line in report.format_lines():
         console.print(line, highlight=False)
 
@@ -127,12 +132,34 @@ def build_train(
     )
 
 
+@data_app.command("build-textworld")
+@user_errors
+def build_textworld(
+    split: Annotated[str, typer.Option(help="train, dev or test")] = "dev",
+    limit: Annotated[Optional[int], typer.Option(help="First N games only")] = None,
+):
+    """Generate a TextWorld split's games (resumable: games already built are kept)."""
+    import logging
+
+    from envs.textworld.data import build_split, split_dir
+
+    logging.getLogger("envs.textworld.data").setLevel(logging.INFO)
+    logging.basicConfig(format="%(message)s")
+    path = build_split(split, limit)
+    n = sum(1 for line in path.read_text().splitlines() if line.strip())
+    console.print(f"{n} TextWorld {split} games at {split_dir(split)} (index {path.name})")
+
+
 @app.command("eval")
 @user_errors
 def eval_cmd(
     config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/eval_dbbench.yaml)")] = None,
-    benchmark: Annotated[str, typer.Option(help="Benchmark")] = "dbbench",
-    split: Annotated[Optional[str], typer.Option(help="dev (validation) or standard (test)")] = None,
+    benchmark: Annotated[
+        Optional[str], typer.Option(help="Benchmark: dbbench or textworld (default: the config's)")
+    ] = None,
+    split: Annotated[
+        Optional[str], typer.Option(help="dev (validation) or the test split: standard (DBBench), test (TextWorld)")
+    ] = None,
     harness: Annotated[Optional[str], typer.Option(help="Harness name or YAML path")] = None,
     k: Annotated[Optional[int], typer.Option(help="Rollouts per task and seed")] = None,
     seeds: Annotated[Optional[int], typer.Option(help="Independent runs")] = None,
@@ -167,8 +194,8 @@ def eval_cmd(
     """Evaluate a frozen policy under one harness (or Rank-1 routing): Pass@k / Avg@k, every trajectory stored."""
     from configs.schema import EvalConfig, load_config
 
-    _benchmark(benchmark)
     overrides = {
+        "env.benchmark": benchmark and _benchmark(benchmark),
         "split": split,
         "harness": harness,
         "k": k,
@@ -213,7 +240,7 @@ def sft_cmd(
 
     overrides = {"steps": steps, "lora": lora, "n_tasks": n_tasks, "tiers": list(parse_tiers(tiers)) if tiers else None}
     cfg = load_config(SftConfig, config, overrides, set_)
-    check_training_split(cfg.env.data_dir)
+    check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
     open_database(database_url, write=True)
     from flows.sft import sft
 
@@ -393,7 +420,7 @@ def evolve_cmd(
     overrides = {"rounds": rounds, "pool.version": version}
     cfg = load_config(EvolveConfig, config, overrides, set_)
     load_harness(cfg.harness, cfg.env.benchmark)
-    check_training_split(cfg.env.data_dir)
+    check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
     open_database(database_url, write=True)
     from flows.evolve import evolve
 
@@ -426,7 +453,7 @@ def pool_report_cmd(
     overrides = {"version": version, "warm_start": warm_start, "policy.model": model, "n_tasks": n_tasks, "k": k}
     cfg = load_config(PoolReportConfig, None, overrides, set_)
     load_pool(cfg.version, cfg.env.benchmark, Path(cfg.pool_root))  # an unknown version fails here, in one line
-    check_training_split(cfg.env.data_dir)
+    check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
     open_database(database_url, write=True)
     from flows.pool_report import pool_report
 

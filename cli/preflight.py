@@ -9,7 +9,8 @@ def eval_preflight(cfg, database_url: str | None) -> None:
     """Fail fast, before Prefect starts or a model converts, on a broken harness, missing data, an
     unknown task id or an unreachable database."""
     from cli.checks import check_training_split, open_database
-    from envs.dbbench.data import load_split
+    from configs.schema import ConfigError
+    from envs.registry import benchmark
     from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
@@ -17,8 +18,11 @@ def eval_preflight(cfg, database_url: str | None) -> None:
     load_harness(cfg.harness, cfg.env.benchmark)
     resolve_pool(cfg.pool, cfg.env.benchmark)
     if cfg.split == "train":
-        check_training_split(cfg.env.data_dir)
-    load_split(cfg.split, data_dir=cfg.env.data_dir, limit=1)
+        check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
+    bench = benchmark(cfg.env.benchmark)
+    if cfg.split not in bench.splits:
+        raise ConfigError(f"split '{cfg.split}' is not a {bench.name} split: use one of {', '.join(bench.splits)}")
+    bench.load(cfg.split, data_dir=cfg.env.data_dir, limit=1)
     if cfg.task_ids:
         from tasks.resources import bench_task
 
@@ -56,7 +60,7 @@ def train_preflight(cfg, database_url: str | None) -> None:
     for name in {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}:
         load_harness(name, cfg.env.benchmark)
     resolve_pool(cfg.pool, cfg.env.benchmark)
-    check_training_split(cfg.env.data_dir)
+    check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
     url = open_database(database_url, write=True)
     check_recorded_updates(cfg, train_run_id(cfg), url, restore=False)  # before Prefect or the model starts
     if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use

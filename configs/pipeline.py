@@ -20,7 +20,9 @@ FROM_KEY = "from"
 
 class PipelineEvalConfig(_Frozen):
     NOT_IDENTITY = frozenset({"group_concurrency"})
-    split: Literal["dev", "standard"] = Field(default="dev", description="dev = validation, standard = test.")
+    split: Literal["dev", "standard", "test"] = Field(
+        default="dev", description="dev = validation; standard (DBBench) or test (TextWorld) = test."
+    )
     k: int = Field(default=3, ge=1, le=64, description="Rollouts per task and seed (Pass@k / Avg@k).")
     seeds: int = Field(default=3, ge=1, le=20, description="Independent evaluation runs (paper: 3).")
     limit: int | None = Field(default=None, ge=1, description="Only the first N tasks (after `every`); None = all.")

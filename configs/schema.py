@@ -100,8 +100,14 @@ class RunnerConfig(_Frozen):
     num_cpus: int | None = Field(default=None, ge=1, description="ray, local only: CPUs the local Ray may use.")
 
 
+# Difficulty tiers of generated training tasks: DBBench's easy/medium/hard, TextWorld's quest tiers.
+TierName = Literal["easy", "medium", "hard", "q1", "q2", "q3", "q3b"]
+
+
 class EnvConfig(_Frozen):
-    benchmark: Literal["dbbench"] = Field(default="dbbench", description="Benchmark name.")
+    benchmark: Literal["dbbench", "textworld"] = Field(
+        default="dbbench", description="Benchmark name (envs/registry.py): dbbench or textworld."
+    )
     backend: Literal["sqlite", "mysql"] = Field(
         default="sqlite",
         description="SQL engine for each rollout's private database: embedded SQLite or MySQL/MariaDB.",
@@ -112,7 +118,9 @@ class EnvConfig(_Frozen):
     )
     max_rounds: int = Field(default=15, ge=1, le=100, description="Policy turns per episode before it is cut off.")
     data_dir: str | None = Field(
-        default=None, description="Folder holding dbbench/{dev,standard}.jsonl; default $HS_DATA_DIR."
+        default=None,
+        description="Folder holding dbbench/{dev,standard}.jsonl; default $HS_DATA_DIR. TextWorld games are "
+        "generated into $HS_GENERATED_DIR/textworld instead.",
     )
 
 
@@ -149,7 +157,9 @@ class TrackedRunConfig(SampledRunConfig):
 class EvalConfig(TrackedRunConfig):
     NOT_IDENTITY = TrackedRunConfig.NOT_IDENTITY | {"group_concurrency", "runner"}
     name: str = Field(default="eval", description="Run name prefix; the run id is derived from the whole config.")
-    split: Literal["dev", "standard", "train"] = Field(default="dev", description="dev = validation, standard = test.")
+    split: Literal["dev", "standard", "test", "train"] = Field(
+        default="dev", description="dev = validation; the test split is standard (DBBench) or test (TextWorld)."
+    )
     harness: str = Field(default="h0", description="Built-in harness name or path to a harness YAML.")
     k: int = Field(default=3, ge=1, le=64, description="Rollouts per task and seed (Pass@k / Avg@k).")
     seeds: int = Field(default=3, ge=1, le=20, description="Independent runs; mean and std are over seeds.")
@@ -160,7 +170,7 @@ class EvalConfig(TrackedRunConfig):
         description="Take every Nth task of the split (before limit): a deterministic subsample that keeps the "
         "type mix of files sorted by type, such as standard.",
     )
-    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
+    tiers: list[TierName] | None = Field(
         default=None, description="With split 'train': only tasks of these difficulty tiers; None = all."
     )
     task_ids: list[str] | None = Field(
@@ -270,7 +280,7 @@ class SftConfig(RunConfig):
         default="smollm2-135m", description="Model to warm-start: built-in name, checkpoint name or HF dir."
     )
     harness: str = Field(default="h0", description="Harness whose protocol and prompts the demonstrations use.")
-    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
+    tiers: list[TierName] | None = Field(
         default=None, description="Training-split tiers to take demonstrations from; None = all."
     )
     n_tasks: int | None = Field(
@@ -402,9 +412,7 @@ class TrainConfig(TrackedRunConfig):
         description="Harnesses of the fixed_mixture mode, used round robin within every group.",
     )
     router: RouterConfig = Field(default_factory=RouterConfig, description="How dead groups pick their siblings.")
-    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
-        default=None, description="Training-split tiers to train on; None = all."
-    )
+    tiers: list[TierName] | None = Field(default=None, description="Training-split tiers to train on; None = all.")
     n_tasks: int | None = Field(
         default=None, ge=1, description="Use the first N training tasks (after tiers); None = all."
     )
@@ -496,7 +504,7 @@ class EvolveConfig(TrackedRunConfig):
     rounds: int = Field(default=3, ge=1, le=10, description="Evolution rounds (paper: 3).")
     parents_per_round: int = Field(default=4, ge=1, description="B: parents selected for the next round (paper: 4).")
     children_per_parent: int = Field(default=3, ge=1, le=12, description="Candidates the editor proposes per parent.")
-    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(default=None, description="Training tiers to use.")
+    tiers: list[TierName] | None = Field(default=None, description="Training tiers to use.")
     diagnose: DiagnoseConfig = Field(default_factory=DiagnoseConfig, description="Diagnosis runs and clustering.")
     validation: CandidateValidationConfig = Field(
         default_factory=CandidateValidationConfig, description="Candidate validation."
@@ -523,7 +531,7 @@ class PoolReportConfig(SampledRunConfig):
         "leaves out the evolution's diagnosis tasks when the pool came from `hs evolve`).",
     )
     k: int = Field(default=1, ge=1, le=8, description="Rollouts per sibling and task; H0 gets k x (pool size - 1).")
-    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(default=None, description="Training tiers to use.")
+    tiers: list[TierName] | None = Field(default=None, description="Training tiers to use.")
     exclude_task_ids: list[str] = Field(default_factory=list, description="Tasks never to report on.")
     concurrency: int = Field(default=4, ge=1, le=64, description="Harness runs in flight at once.")
     seed: int = Field(default=1, description="Seed for task sampling and rollouts.")

@@ -31,7 +31,14 @@ class AnswerAction:
     values: list
 
 
-Action = SqlAction | AnswerAction
+@dataclass(frozen=True)
+class CommandAction:
+    """Type one command into a text world (e.g. "take key", "go north")."""
+
+    command: str
+
+
+Action = SqlAction | AnswerAction | CommandAction
 
 
 @dataclass
@@ -48,6 +55,7 @@ class StepResult:
     observation: str
     done: bool
     error: str | None = None
+    outcome: str | None = None  # why a world ended the episode by itself ("won", "lost"); None otherwise
 
 
 @dataclass

@@ -11,6 +11,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
+from envs.registry import benchmark
 from harness_pool.hook_client import HookSession
 from harness_pool.sandbox import HookFailure
 from harness_pool.spec import Condition, HarnessSpec, HookRule
@@ -38,17 +39,8 @@ def fill(template: str, fields: dict[str, str]) -> str:
 
 
 def task_fields(task: object) -> dict[str, str]:
-    """Template placeholders a harness may use, taken from a benchmark task."""
-    columns = getattr(task, "columns", None) or []
-    rows = getattr(task, "rows", None) or []
-    return {
-        "sample_rows": str([tuple(r) for r in rows[:3]]),
-        "instruction": str(getattr(task, "instruction", "")),
-        "description": str(getattr(task, "description", "")),
-        "add_description": str(getattr(task, "add_description", "")),
-        "table_name": str(getattr(task, "table_name", "")),
-        "headers": ", ".join(str(c) for c in columns),
-    }
+    """Template placeholders a harness may use, taken from a benchmark task (its benchmark says which)."""
+    return benchmark(getattr(task, "benchmark", "dbbench")).fields(task)
 
 
 @dataclass

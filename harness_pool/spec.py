@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness_pool.sandbox import SandboxError, check_hook_source
 
 HookPoint = Literal["on_init", "before_model_call", "before_action", "after_step"]
-ActionKind = Literal["sql", "answer", "invalid"]
+ActionKind = Literal["sql", "answer", "command", "invalid"]
+BenchmarkName = Literal["dbbench", "textworld"]
 
 
 class _Frozen(BaseModel):
@@ -29,8 +30,9 @@ class _Frozen(BaseModel):
 class Prompts(_Frozen):
     system: str = Field(description="System message: the agent's role and the action protocol.")
     task_template: str = Field(
-        description="First user message; placeholders {instruction}, {description}, "
-        "{add_description}, {table_name}, {headers} are filled from the benchmark task."
+        description="First user message; placeholders are filled from the benchmark task: DBBench "
+        "{instruction}, {description}, {add_description}, {table_name}, {headers}, {sample_rows}; TextWorld "
+        "{instruction} (= {goal}), {tier}."
     )
     observation_template: str = Field(
         default="{observation}",
@@ -39,12 +41,14 @@ class Prompts(_Frozen):
 
 
 class ToolView(_Frozen):
-    protocol: Literal["dbbench_text_v1", "dbbench_json_v1"] = Field(
+    protocol: Literal["dbbench_text_v1", "dbbench_json_v1", "textworld_text_v1", "textworld_json_v1"] = Field(
         default="dbbench_text_v1",
         description="Action protocol parser (harness_pool/tool_view.py): 'dbbench_text_v1' = 'Action: Operation' "
         "+ one ```sql block, or 'Action: Answer' + 'Final Answer: [...]'; 'dbbench_json_v1' = one JSON call "
         '{"name": "execute_sql", "arguments": {"sql": ...}} or {"name": "submit_answer", "arguments": '
-        '{"answer": [...]}}, bare or in a ```json block.',
+        '{"answer": [...]}}, bare or in a ```json block; '
+        "'textworld_text_v1' = one line 'Action: <command>'; 'textworld_json_v1' = "
+        '{"name": "act", "arguments": {"command": ...}}. The protocol prefix names the benchmark.',
     )
     on_invalid: Literal["end", "warn"] = Field(
         default="end",
@@ -144,7 +148,7 @@ class Provenance(_Frozen):
 class HarnessSpec(_Frozen):
     schema_version: Literal[1] = Field(default=1, description="Harness spec format version.")
     name: str = Field(description="Human-readable name, e.g. 'h0'.")
-    benchmark: Literal["dbbench"] = Field(description="Benchmark whose environment and verifier it drives.")
+    benchmark: BenchmarkName = Field(description="Benchmark whose environment and verifier it drives.")
     parent_ids: list[str] = Field(default_factory=list, description="Content ids of the parent harnesses.")
     prompts: Prompts = Field(description="System prompt and task template.")
     tool_view: ToolView = Field(default_factory=ToolView, description="Action protocol and its error handling.")
@@ -162,6 +166,15 @@ class HarnessSpec(_Frozen):
     @property
     def id(self) -> str:
         return harness_id(self)
+
+    @model_validator(mode="after")
+    def _protocol_fits_benchmark(self) -> HarnessSpec:
+        if not self.tool_view.protocol.startswith(f"{self.benchmark}_"):
+            raise ValueError(
+                f"tool_view.protocol '{self.tool_view.protocol}' is not a {self.benchmark} protocol; "
+                f"use {self.benchmark}_text_v1 or {self.benchmark}_json_v1"
+            )
+        return self
 
     @model_validator(mode="after")
     def _templates_render(self) -> HarnessSpec:

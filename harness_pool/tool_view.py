@@ -22,6 +22,16 @@ execute_sql(sql) or submit_answer(answer). Our parsing rules:
 - submit_answer needs an "answer" key (else invalid "missing_answer"); a JSON list is the
   answer; any other value is invalid "answer_not_list" unless accept_scalar_answer, which
   wraps it as a one-element list, as in the text view.
+
+`textworld_text_v1` is TextWorld's text protocol: the reply ends with one line
+"Action: <command>" (e.g. "Action: take key from box"). Our parsing rules: the first line that
+starts with "Action:" (case-insensitive) holds the command; surrounding quotes and backticks
+and a trailing full stop are dropped; no such line -> invalid "no_action", an empty command ->
+invalid "empty_command".
+
+`textworld_json_v1` is its function-calling view: one JSON call {"name": "act", "arguments":
+{"command": ...}}, found as in dbbench_json_v1 (first object with a "name" key; an unknown name
+-> "unknown_function", no non-empty string command -> "empty_command").
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from envs.base import Action, AnswerAction, SqlAction
+from envs.base import Action, AnswerAction, CommandAction, SqlAction
 
 _ACTION = re.compile(r"action\s*:\s*(operation|answer)", re.IGNORECASE)
 _SQL_BLOCK = re.compile(r"```[ \t]*(?:sql|mysql|sqlite)?[ \t]*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
@@ -40,7 +50,7 @@ _FINAL = re.compile(r"final\s+answer\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
 
 @dataclass(frozen=True)
 class ParsedAction:
-    kind: str  # "sql", "answer" or "invalid"
+    kind: str  # "sql", "answer", "command" or "invalid"
     action: Action | None = None
     error: str | None = None  # why the reply is invalid (a short code)
 
@@ -145,9 +155,48 @@ def _json(raw: str) -> tuple[object, bool]:
         return None, False
 
 
+_COMMAND_LINE = re.compile(r"^[ \t>*]*action\s*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+def _command(raw: str) -> ParsedAction:
+    command = " ".join(raw.strip().strip("`'\". ").split())
+    if not command:
+        return ParsedAction("invalid", error="empty_command")
+    return ParsedAction("command", CommandAction(command))
+
+
+def parse_textworld_text(text: str) -> ParsedAction:
+    match = _COMMAND_LINE.search(text or "")
+    if match is None:
+        return ParsedAction("invalid", error="no_action")
+    return _command(match.group(1))
+
+
+def parse_textworld_json(text: str) -> ParsedAction:
+    call = _first_call(text or "")
+    if call is None:
+        return ParsedAction("invalid", error="no_function_call")
+    if call.get("name") != "act":
+        return ParsedAction("invalid", error="unknown_function")
+    args = call.get("arguments", {})
+    if isinstance(args, str):
+        args, ok = _json(args)
+        args = args if ok else None
+    if not isinstance(args, dict):
+        return ParsedAction("invalid", error="bad_arguments")
+    command = args.get("command")
+    if not isinstance(command, str):
+        return ParsedAction("invalid", error="empty_command")
+    return _command(command)
+
+
 def parse_action(protocol: str, text: str, accept_scalar_answer: bool = False) -> ParsedAction:
     if protocol == "dbbench_text_v1":
         return parse_dbbench_text(text, accept_scalar_answer)
     if protocol == "dbbench_json_v1":
         return parse_dbbench_json(text, accept_scalar_answer)
+    if protocol == "textworld_text_v1":
+        return parse_textworld_text(text)
+    if protocol == "textworld_json_v1":
+        return parse_textworld_json(text)
     raise ValueError(f"unknown tool-view protocol '{protocol}'")

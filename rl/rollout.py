@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 
 from envs.base import Environment, Verdict
+from envs.registry import Steps, benchmark
 from harness_pool.runtime import HarnessRuntime, task_fields
 from harness_pool.spec import HarnessSpec
 from harness_pool.tool_view import parse_action
@@ -61,7 +62,9 @@ class RolloutResult:
     sample_index: int
     turns: list[TurnRecord]
     verdict: Verdict
-    end_reason: str  # answered | format_error | round_limit | context_overflow
+    end_reason: (
+        str  # answered | finished (the world ended it: won or lost) | format_error | round_limit | context_overflow
+    )
     failure_kind: str | None
     answer: list | None
     behaviour_tags: list[str]
@@ -89,46 +92,8 @@ class _Episode:
         self.done = False
         self.end_reason = ""
         self.answer: list | None = None
-        self.queries: list[str] = []
-        self.last_sql_error = False
-
-
-def classify_failure(verdict: Verdict, end_reason: str, last_sql_error: bool) -> str | None:
-    """One failure kind per unsuccessful episode, most specific first."""
-    if verdict.success:
-        return None
-    if end_reason in ("format_error", "context_overflow", "round_limit"):
-        return end_reason
-    return "sql_error" if last_sql_error else "wrong_answer"
-
-
-_MUTATIONS = ("insert", "update", "delete", "replace")
-
-
-def behaviour_tags(queries: list[str], answered: bool) -> list[str]:
-    """Cheap DBBench behaviour detectors over the executed SQL (docs/method.md §5, RQ4).
-
-    Queries are compared lower-cased with whitespace collapsed, so the tags measure what the
-    policy did, not how it spaced it:
-    - answered_without_query: answered with no SQL run at all (a guess from the request text);
-    - repeated_query: ran an identical query more than once;
-    - inspected_first: the first query only reads (SELECT/DESCRIBE/SHOW/PRAGMA), i.e. it looked
-      at the table before writing;
-    - rechecked_mutation: a query that changes the table (INSERT/UPDATE/DELETE/REPLACE) is
-      followed later by a SELECT, i.e. it verified its own write.
-    """
-    tags = []
-    lowered = [" ".join(q.lower().split()) for q in queries]
-    if answered and not queries:
-        tags.append("answered_without_query")
-    if len(set(lowered)) < len(lowered):
-        tags.append("repeated_query")
-    if lowered and lowered[0].startswith(("select", "describe", "show", "pragma")):
-        tags.append("inspected_first")
-    first_write = next((i for i, q in enumerate(lowered) if q.startswith(_MUTATIONS)), None)
-    if first_write is not None and any(q.startswith("select") for q in lowered[first_write + 1 :]):
-        tags.append("rechecked_mutation")
-    return tags
+        self.steps: Steps = []  # every action that reached the environment, with its answer
+        self.outcome: str | None = None  # the world's own end ("won", "lost"), if it ended the episode
 
 
 def run_rollouts(
@@ -236,14 +201,13 @@ def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int)
     else:
         step = ep.env.step(parsed.action)
         observation, error = step.observation, step.error is not None
-        if parsed.kind == "sql":
-            ep.queries.append(parsed.action.sql)
-            ep.last_sql_error = error
-        else:
+        ep.steps.append((parsed.action, step))
+        if parsed.kind == "answer":
             ep.answer = list(parsed.action.values)
             ep.done, ep.end_reason = True, "answered"
-        if step.done and not ep.done:
-            ep.done, ep.end_reason = True, "round_limit"
+        elif step.done:
+            ep.outcome = step.outcome
+            ep.done, ep.end_reason = True, "finished" if step.outcome else "round_limit"
     record.seconds_env = time.perf_counter() - started
     record.observation = observation
     ep.runtime.record_step(parsed.kind, observation, error, sql)
@@ -269,6 +233,7 @@ def _as_dict(action) -> dict | None:
 
 def _finish(ep: _Episode) -> RolloutResult:
     verdict = ep.env.verify()
+    bench = benchmark(getattr(ep.spec.bench_task, "benchmark", "dbbench"))
     return RolloutResult(
         bench_task_id=ep.spec.bench_task.id,
         harness_id=ep.spec.harness.id,
@@ -276,9 +241,9 @@ def _finish(ep: _Episode) -> RolloutResult:
         turns=ep.turns,
         verdict=verdict,
         end_reason=ep.end_reason,
-        failure_kind=classify_failure(verdict, ep.end_reason, ep.last_sql_error),
+        failure_kind=bench.failure_kind(verdict, ep.end_reason, ep.steps),
         answer=ep.answer,
-        behaviour_tags=behaviour_tags(ep.queries, ep.answer is not None),
+        behaviour_tags=bench.behaviour_tags(ep.steps, ep.answer is not None or ep.outcome == "won"),
         seconds_total=time.perf_counter() - ep.started,
         seconds_generate=sum(t.seconds_generate for t in ep.turns),
         seconds_env=sum(t.seconds_env for t in ep.turns),

@@ -12,8 +12,7 @@ from functools import lru_cache
 
 from configs.schema import EnvConfig, PolicyConfig
 from db.engine import database_url, make_engine, sqlite_file, upgrade
-from envs.dbbench.data import BenchTask, load_split
-from envs.dbbench.env import DbBenchEnv
+from envs.registry import benchmark
 from rl.batching import BatchingPolicy
 from rl.policy import Policy
 
@@ -82,31 +81,34 @@ def _engine(url: str | None):
 
 
 @lru_cache(maxsize=16)
-def _split(split: str, data_dir: str | None) -> tuple[BenchTask, ...]:
-    return tuple(load_split(split, data_dir=data_dir))
+def _split(name: str, split: str, data_dir: str | None) -> tuple:
+    return tuple(benchmark(name).load(split, data_dir=data_dir))
 
 
 def bench_tasks(
     env: EnvConfig, split: str, limit: int | None = None, tiers: list[str] | None = None, every: int = 1
-) -> list[BenchTask]:
-    tasks = [t for t in _split(split, env.data_dir) if not tiers or t.tier in tiers][::every]
+) -> list:
+    """The tasks of a split of the configured benchmark (`tiers`: only those difficulty tiers)."""
+    tasks = [t for t in _split(env.benchmark, split, env.data_dir) if not tiers or t.tier in tiers][::every]
     return tasks[:limit] if limit else tasks
 
 
-def bench_task(env: EnvConfig, bench_task_id: str) -> BenchTask:
+def bench_task(env: EnvConfig, bench_task_id: str):
     parts = bench_task_id.split("/")
     if len(parts) != 3:
-        raise LookupError(f"benchmark task id {bench_task_id!r}: ids look like dbbench/dev/0007")
-    split = parts[1]
-    for task in _split(split, env.data_dir):
+        raise LookupError(f"benchmark task id {bench_task_id!r}: ids look like {env.benchmark}/dev/0007")
+    name, split = parts[0], parts[1]
+    for task in _split(name, split, env.data_dir):
         if task.id == bench_task_id:
             return task
     raise LookupError(f"benchmark task {bench_task_id} not in split {split}")
 
 
 def env_factory(env: EnvConfig):
-    def make(task: BenchTask) -> DbBenchEnv:
-        return DbBenchEnv(task, backend=env.backend, max_rounds=env.max_rounds, mysql_url=env.mysql_url)
+    """Builds one fresh environment per rollout, for the benchmark of each task."""
+
+    def make(task):
+        return benchmark(getattr(task, "benchmark", env.benchmark)).make_env(task, env)
 
     return make
 

@@ -7,40 +7,14 @@ import json
 import pytest
 import torch
 
+from envs.base import SqlAction, StepResult
 from envs.dbbench.data import load_split
+from envs.dbbench.detectors import behaviour_tags as dbbench_tags
 from envs.dbbench.env import DbBenchEnv
 from harness_pool.spec import Condition, HookRule, load_harness
-from rl.policy import ChatSession, Generation, Sampling
-from rl.rollout import RolloutSpec, behaviour_tags, run_rollouts
-
-
-class ReplayPolicy:
-    """Test double of the Policy contract: replays fixed reply texts, so the engine's control
-    flow (hooks, answers, round limit) is checked against the real environment and verifier."""
-
-    name = "replay"
-    max_context_tokens = 10_000
-
-    def __init__(self, replies: list[str]):
-        self.replies = replies
-        self.calls = 0
-
-    def start(self, messages):
-        return ChatSession(messages=list(messages), pending_text="start")
-
-    def extend(self, session, messages):
-        session.messages += messages
-        session.pending_text += "".join(m["content"] for m in messages)
-
-    def reset_context(self, session, messages):
-        session.messages = list(messages)
-
-    def generate(self, sessions, sampling):
-        text = self.replies[min(self.calls, len(self.replies) - 1)]
-        self.calls += 1
-        for s in sessions:
-            s.messages.append({"role": "assistant", "content": text})
-        return [Generation(text=text) for _ in sessions]
+from rl.policy import Sampling
+from rl.rollout import RolloutSpec, run_rollouts
+from tests.doubles import ReplayPolicy
 
 
 def _task(kind: str):
@@ -196,6 +170,11 @@ def test_fc_tools_ends_on_a_text_protocol_reply(data_dir):
         policy, [RolloutSpec(_task("counting"), load_harness("fc_tools"), 0)], DbBenchEnv, Sampling()
     )
     assert result.failure_kind == "format_error" and result.turns[0].parse_error == "no_function_call"
+
+
+def behaviour_tags(queries: list[str], answered: bool) -> list[str]:
+    """DBBench's detectors over these queries, each run without error."""
+    return dbbench_tags([(SqlAction(q), StepResult("", False)) for q in queries], answered)
 
 
 @pytest.mark.parametrize(

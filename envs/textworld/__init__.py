@@ -1,0 +1,1 @@
+"""TextWorld (the ALFWorld kind): generated games, per-rollout interpreters, the game's own win check."""

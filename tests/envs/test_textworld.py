@@ -1,0 +1,139 @@
+"""TextWorld on real generated games: generation, isolation, the game's own win check, gold replay,
+the text protocol, and whole episodes through the rollout engine."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("textworld")
+
+from envs.base import CommandAction  # noqa: E402
+from envs.textworld.data import SPLITS, TIERS, build_split, load_split  # noqa: E402
+from envs.textworld.env import TextWorldEnv, clean_feedback  # noqa: E402
+from envs.textworld.gold import check_gold  # noqa: E402
+from harness_pool.spec import load_harness  # noqa: E402
+from harness_pool.tool_view import parse_action  # noqa: E402
+from rl.policy import Sampling  # noqa: E402
+from rl.rollout import RolloutSpec, run_rollouts  # noqa: E402
+from tests.doubles import ReplayPolicy  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def games(tmp_path_factory):
+    """The first four dev games (one per tier), generated once for this module."""
+    folder = tmp_path_factory.mktemp("generated")
+    return folder, load_split("dev", limit=len(TIERS), generated_dir=folder)
+
+
+def test_games_are_deterministic_per_seed_and_cycle_through_the_tiers(games, tmp_path):
+    folder, tasks = games
+    assert [t.tier for t in tasks] == [t.name for t in TIERS]
+    assert [t.seed for t in tasks] == [SPLITS["dev"].first_seed + i for i in range(len(TIERS))]
+    again = load_split("dev", limit=2, generated_dir=tmp_path)  # another folder, built afresh
+    assert [(t.game_sha256, t.walkthrough, t.goal) for t in again] == [
+        (t.game_sha256, t.walkthrough, t.goal) for t in tasks[:2]
+    ]
+
+
+def test_split_seed_ranges_never_overlap():
+    ranges = sorted((s.first_seed, s.first_seed + s.size) for s in SPLITS.values())
+    assert all(end <= start for (_, end), (start, _) in zip(ranges, ranges[1:]))
+
+
+def test_a_build_resumes_and_a_missing_build_is_one_clear_error(tmp_path):
+    from envs.base import DataError
+
+    with pytest.raises(DataError, match="hs data build-textworld --split test"):
+        load_split("test", limit=1, generated_dir=tmp_path, build=False)
+    build_split("test", 1, tmp_path, progress=False)
+    index = build_split("test", 2, tmp_path, progress=False)  # keeps game 0, adds game 1
+    assert len(index.read_text().splitlines()) == 2
+    with pytest.raises(DataError, match="Unknown TextWorld split"):
+        load_split("standard", generated_dir=tmp_path)
+
+
+def test_gold_walkthroughs_win_and_doing_nothing_does_not(games):
+    report = check_gold("dev", tasks=games[1])
+    assert report.agreement == 1.0 and report.control_wins == 0, report.format_lines()
+    assert report.format_lines()[-1] == "agreement: 100.0%"
+
+
+def test_rollouts_of_one_game_do_not_share_state(games):
+    task = games[1][2]  # q3: three commands
+    first, second = TextWorldEnv(task), TextWorldEnv(task)
+    first.reset(), second.reset()
+    for command in task.walkthrough:
+        first.step(CommandAction(command))
+    second.step(CommandAction("look"))
+    assert first.verify().success and not second.verify().success
+    assert second.verify().details["commands"] == ["look"]
+    first.close(), second.close()
+
+
+def test_steps_mark_inadmissible_commands_and_end_on_the_last_round(games):
+    task = games[1][0]
+    with TextWorldEnv(task, max_rounds=2) as env:
+        intro = env.reset()
+        assert intro.startswith(task.goal) and "-=" in intro  # the goal, then the first room
+        step = env.step(CommandAction("xyzzy"))
+        assert step.error == "inadmissible" and not step.done and ">" not in step.observation
+        step = env.step(CommandAction("look"))
+        assert step.error is None and step.done and step.outcome is None
+        with pytest.raises(RuntimeError, match="is over"):
+            env.step(CommandAction("look"))
+
+
+def test_observations_lose_the_prompt_line_and_are_capped():
+    assert clean_feedback("You open it.\n\n>   -= Room =-0/1") == "You open it."
+    assert clean_feedback("x" * 10_000).endswith("[output cut at 4000 characters]")
+
+
+@pytest.mark.parametrize(
+    "text,kind,command_or_error",
+    [
+        ("I should go east.\nAction: go east", "command", "go east"),
+        ("Action: `take key from box`.", "command", "take key from box"),
+        ("> action:   open   chest", "command", "open chest"),
+        ("I will look around.", "invalid", "no_action"),
+        ("Action:   ", "invalid", "empty_command"),
+    ],
+)
+def test_text_protocol(text, kind, command_or_error):
+    parsed = parse_action("textworld_text_v1", text)
+    assert parsed.kind == kind
+    assert (parsed.action.command if parsed.action else parsed.error) == command_or_error
+
+
+def test_json_protocol():
+    assert parse_action("textworld_json_v1", '{"name": "act", "arguments": {"command": "go west"}}').action == (
+        CommandAction("go west")
+    )
+    assert parse_action("textworld_json_v1", '{"name": "run", "arguments": {}}').error == "unknown_function"
+
+
+def test_a_harness_must_speak_its_benchmarks_protocol():
+    from harness_pool.spec import HarnessSpec
+
+    data = load_harness("h0", "textworld").model_dump()
+    data["tool_view"]["protocol"] = "dbbench_text_v1"
+    with pytest.raises(ValueError, match="not a textworld protocol"):
+        HarnessSpec.model_validate(data)
+
+
+def test_walkthrough_episode_through_the_rollout_engine_wins(games):
+    task = games[1][3]
+    policy = ReplayPolicy([f"Action: {c}" for c in task.walkthrough])
+    [result] = run_rollouts(policy, [RolloutSpec(task, load_harness("h0", "textworld"), 0)], TextWorldEnv, Sampling())
+    assert result.verdict.success and result.end_reason == "finished" and result.failure_kind is None
+    assert [t.action_kind for t in result.turns] == ["command"] * len(task.walkthrough)
+    assert "explored" in result.behaviour_tags or not any(c.startswith("go ") for c in task.walkthrough)
+
+
+def test_a_looping_episode_fails_with_its_failure_kind_and_tags(games):
+    policy = ReplayPolicy(["Action: dance wildly"])
+    [result] = run_rollouts(
+        policy, [RolloutSpec(games[1][0], load_harness("h0", "textworld"), 0)], TextWorldEnv, Sampling(), max_rounds=3
+    )
+    assert not result.verdict.success and result.end_reason == "round_limit"
+    assert result.failure_kind == "stuck_invalid"
+    assert {"repeated_command", "inadmissible_command"} <= set(result.behaviour_tags)
