@@ -20,7 +20,7 @@ from rich.console import Console  # noqa: E402
 
 from cli import prefect_guard, views  # noqa: E402
 from cli.errors import flow_failed, user_errors  # noqa: E402
-from cli.options import DatabaseUrl, Sets  # noqa: E402
+from cli.options import BenchmarkOption, DatabaseUrl, Sets  # noqa: E402
 from cli.pool import pool_app  # noqa: E402
 from cli.preflight import check_launch, eval_preflight, train_preflight  # noqa: E402
 
@@ -154,9 +154,7 @@ def build_textworld(
 @user_errors
 def eval_cmd(
     config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/eval_dbbench.yaml)")] = None,
-    benchmark: Annotated[
-        Optional[str], typer.Option(help="Benchmark: dbbench or textworld (default: the config's)")
-    ] = None,
+    benchmark: BenchmarkOption = None,
     split: Annotated[
         Optional[str], typer.Option(help="dev (validation) or the test split: standard (DBBench), test (TextWorld)")
     ] = None,
@@ -230,15 +228,21 @@ def sft_cmd(
     lora: Annotated[Optional[bool], typer.Option("--lora/--full", help="LoRA adapters or all weights")] = None,
     tiers: Annotated[Optional[str], typer.Option(help="Training tiers, e.g. easy,medium")] = None,
     n_tasks: Annotated[Optional[int], typer.Option("--n-tasks", help="First N training tasks")] = None,
+    benchmark: BenchmarkOption = None,
     database_url: DatabaseUrl = None,
     set_: Sets = None,
 ):
     """Warm-start the policy on protocol demonstrations; prints the checkpoint name to evaluate."""
     from cli.checks import check_training_split, open_database
     from configs.schema import SftConfig, load_config
-    from envs.dbbench.data import parse_tiers
 
-    overrides = {"steps": steps, "lora": lora, "n_tasks": n_tasks, "tiers": list(parse_tiers(tiers)) if tiers else None}
+    overrides = {
+        "env.benchmark": benchmark and _benchmark(benchmark),
+        "steps": steps,
+        "lora": lora,
+        "n_tasks": n_tasks,
+        "tiers": [t.strip() for t in tiers.split(",")] if tiers else None,
+    }
     cfg = load_config(SftConfig, config, overrides, set_)
     check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
     open_database(database_url, write=True)
@@ -267,13 +271,21 @@ def train_cmd(
     init: Annotated[
         Optional[str], typer.Option(help="Starting weights (model or checkpoint name); disables warm_start")
     ] = None,
+    benchmark: BenchmarkOption = None,
     database_url: DatabaseUrl = None,
     set_: Sets = None,
 ):
     """Train the policy with GRPO (+ harness rescue); starting the same command again resumes."""
     from configs.schema import TrainConfig, load_config
 
-    overrides = {"mode": mode, "updates": updates, "batch_tasks": batch_tasks, "k": k, "init": init}
+    overrides = {
+        "env.benchmark": benchmark and _benchmark(benchmark),
+        "mode": mode,
+        "updates": updates,
+        "batch_tasks": batch_tasks,
+        "k": k,
+        "init": init,
+    }
     cfg = load_config(TrainConfig, config, overrides, set_)
     if init:
         cfg = cfg.model_copy(update={"warm_start": None})
@@ -408,6 +420,7 @@ def evolve_cmd(
     config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/evolve_dbbench_smol.yaml)")] = None,
     rounds: Annotated[Optional[int], typer.Option(help="Evolution rounds")] = None,
     version: Annotated[Optional[str], typer.Option(help="Pool version name; default: the run id")] = None,
+    benchmark: BenchmarkOption = None,
     database_url: DatabaseUrl = None,
     set_: Sets = None,
 ):
@@ -417,7 +430,7 @@ def evolve_cmd(
     from configs.schema import EvolveConfig, load_config
     from harness_pool.spec import load_harness
 
-    overrides = {"rounds": rounds, "pool.version": version}
+    overrides = {"env.benchmark": benchmark and _benchmark(benchmark), "rounds": rounds, "pool.version": version}
     cfg = load_config(EvolveConfig, config, overrides, set_)
     load_harness(cfg.harness, cfg.env.benchmark)
     check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)

@@ -12,3 +12,7 @@ DatabaseUrl = Annotated[
 Sets = Annotated[
     Optional[list[str]], typer.Option("--set", help="Override any config field: a.b=value (e.g. train.updates=5)")
 ]
+BenchmarkOption = Annotated[
+    Optional[str],
+    typer.Option("--benchmark", help="Benchmark: dbbench or textworld (sets env.benchmark; default: the config's)"),
+]

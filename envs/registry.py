@@ -29,10 +29,11 @@ class Benchmark:
     fields: Callable[[object], dict[str, str]]  # template placeholders of a task
     behaviour_tags: Callable[[Steps, bool], list[str]]  # (steps, ended by an answer or a win)
     failure_kind: Callable[[Verdict, str, Steps], str | None]  # (verdict, end reason, steps)
+    demo_replies: Callable[..., list[str]]  # (training task, rng, inspect_prob) -> H0 turns that solve it
 
 
 def _dbbench() -> Benchmark:
-    from envs.dbbench import detectors
+    from envs.dbbench import demos, detectors
     from envs.dbbench.data import load_split
     from envs.dbbench.env import DbBenchEnv
 
@@ -44,13 +45,13 @@ def _dbbench() -> Benchmark:
 
     return Benchmark(
         "dbbench", ("train", "dev", "standard"), "dev", "standard", load, make_env,
-        detectors.task_fields, detectors.behaviour_tags, detectors.failure_kind,
+        detectors.task_fields, detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
     )  # fmt: skip
 
 
 def _textworld() -> Benchmark:
     try:
-        from envs.textworld import detectors
+        from envs.textworld import demos, detectors
         from envs.textworld.data import SPLITS, load_split
         from envs.textworld.env import TextWorldEnv
     except ImportError as exc:  # textworld is installed by `make setup`
@@ -64,7 +65,7 @@ def _textworld() -> Benchmark:
 
     return Benchmark(
         "textworld", tuple(SPLITS), "dev", "test", load, make_env,
-        lambda task: task.fields(), detectors.behaviour_tags, detectors.failure_kind,
+        lambda task: task.fields(), detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
     )  # fmt: skip
 
 

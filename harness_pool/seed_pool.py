@@ -1,8 +1,8 @@
-"""A hand-written seed pool of DBBench siblings, derived from H0 by single edits.
+"""Hand-written seed pools of siblings (DBBench, TextWorld), derived from H0 by single edits.
 
 Until evolution exists (and as its round-0 baseline), these siblings let training, rescue and
 the warm-start measurements run. Each one repairs one family of failures that small models
-show under H0. The YAML files under harnesses/dbbench/ are generated from this module, so
+show under H0. The YAML files under harnesses/<benchmark>/ are generated from this module, so
 their parent id always matches H0's content id; regenerate after editing H0:
 
     python -m harness_pool.seed_pool
@@ -80,12 +80,78 @@ def seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
 
 SEED_POOL = ["schema_rows", "format_reminder", "inspect_first", "query_before_answer", "lenient_answer"]
 
+TEXTWORLD_FORMAT_REMINDER = "Reminder: end your reply with one line 'Action: <command>', e.g. 'Action: go north'."
+
+
+def textworld_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
+    """TextWorld siblings, each aimed at one failure family of small models in text games."""
+
+    def child(name: str, edit: str, causes: list[str], **update) -> HarnessSpec:
+        provenance = Provenance(edit=edit, root_causes=causes, round=0)
+        return h0.model_copy(update={"name": name, "parent_ids": [h0.id], "provenance": provenance, **update})
+
+    return [
+        child(
+            "format_reminder",
+            "remind the command format after every observation and let a malformed reply be retried",
+            ["format_error"],
+            tool_view=h0.tool_view.model_copy(
+                update={"on_invalid": "warn", "invalid_message": TEXTWORLD_FORMAT_REMINDER}
+            ),
+            hooks=[HookRule(at="after_step", effect="inject", message=TEXTWORLD_FORMAT_REMINDER)],
+        ),
+        child(
+            "goal_reminder",
+            "repeat the goal after every observation",
+            ["round_limit", "repeated_command"],
+            hooks=[HookRule(at="after_step", effect="inject", message="Your goal: {goal}")],
+        ),
+        child(
+            "look_first",
+            "guide the policy to look and examine before acting, and to use the exact object names it saw",
+            ["inadmissible_command", "stuck_invalid"],
+            guidance="Start with 'look'. Use object and exit names exactly as the game writes them; if the game "
+            "does not understand a command, look again instead of repeating it.",
+        ),
+        child(
+            "unstick",
+            "after a command the game refused, tell the policy to try a different one",
+            ["stuck_invalid", "repeated_command"],
+            hooks=[
+                HookRule(
+                    at="after_step",
+                    when=Condition(last_step_error=True),
+                    effect="inject",
+                    message="The game did not accept that command. Try a different command, using the names "
+                    "of things you can see.",
+                )
+            ],
+        ),
+        child(
+            "json_tools",
+            "the function-calling view: one JSON call act(command) per reply",
+            ["format_error"],
+            prompts=h0.prompts.model_copy(
+                update={
+                    "system": h0.prompts.system.split("In each reply")[0]
+                    + 'In each reply, think briefly, then end with one JSON function call:\n{{"name": "act", '
+                    '"arguments": {{"command": "go north"}}}}\nAny reply without such a call ends the game.'
+                }
+            ),
+            tool_view=h0.tool_view.model_copy(update={"protocol": "textworld_json_v1"}),
+        ),
+    ]
+
+
+TEXTWORLD_SEED_POOL = ["format_reminder", "goal_reminder", "look_first", "unstick", "json_tools"]
+_SEEDS = {"dbbench": seed_siblings, "textworld": textworld_seed_siblings}
+
 
 def write_seed_pool() -> list[str]:
-    h0 = load_harness("h0")
     paths = []
-    for spec in seed_siblings(h0):
-        paths.append(str(dump_harness(spec, BUILTIN_DIR / "dbbench" / f"{spec.name}.yaml")))
+    for benchmark, siblings in _SEEDS.items():
+        for spec in siblings(load_harness("h0", benchmark)):
+            paths.append(str(dump_harness(spec, BUILTIN_DIR / benchmark / f"{spec.name}.yaml")))
     return paths
 
 

@@ -12,13 +12,13 @@ Demonstrations come only from the generated training split, never from dev or st
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from dataclasses import dataclass
 
 import torch
 
+from envs.registry import benchmark
 from harness_pool.spec import HarnessSpec
 from rl.logprobs import token_logprobs
 from rl.policy import ChatSession, Generation, Sampling
@@ -34,21 +34,8 @@ class SftExample:
 
 
 def demo_replies(task, rng: random.Random, inspect_prob: float = 0.5) -> list[str]:
-    """The scripted assistant turns for one training task in H0's text protocol."""
-    replies = []
-    if rng.random() < inspect_prob:
-        replies.append(
-            f"First I look at a few rows of the table.\nAction: Operation\n```sql\n"
-            f"SELECT * FROM `{task.table_name}` LIMIT 3;\n```"
-        )
-    if task.is_mutation:
-        what = "insert the new row" if task.task_type == "INSERT" else "update the matching rows"
-        replies.append(f"I will {what}.\nAction: Operation\n```sql\n{task.gold_sql}\n```")
-        replies.append("The table is changed as requested.\nAction: Answer\nFinal Answer: []")
-    else:
-        replies.append(f"I will compute the answer with one query.\nAction: Operation\n```sql\n{task.gold_sql}\n```")
-        replies.append(f"The query gives the answer.\nAction: Answer\nFinal Answer: {json.dumps(list(task.label))}")
-    return replies
+    """The scripted assistant turns for one training task in its benchmark's H0 text protocol."""
+    return benchmark(getattr(task, "benchmark", "dbbench")).demo_replies(task, rng, inspect_prob)
 
 
 class ForcedReplies:
@@ -60,10 +47,12 @@ class ForcedReplies:
         self.inner, self.name, self.max_context_tokens = inner, f"forced:{inner.name}", inner.max_context_tokens
         self._scripts = list(scripts)
         self._by_session: dict[int, list[str]] = {}
+        self._last: dict[int, str] = {}
 
     def start(self, messages) -> ChatSession:
         session = self.inner.start(messages)
         self._by_session[id(session)] = list(self._scripts.pop(0))
+        self._last[id(session)] = ""
         return session
 
     def extend(self, session, messages) -> None:
@@ -76,7 +65,8 @@ class ForcedReplies:
         out = []
         for s in sessions:
             script = self._by_session[id(s)]
-            text = script.pop(0) if script else "Action: Answer\nFinal Answer: []"
+            text = script.pop(0) if script else self._last[id(s)]  # past the script: repeat its last reply
+            self._last[id(s)] = text
             out.append(self.inner.append_reply(s, text))
         return out
 

@@ -16,7 +16,7 @@ from db import store
 from db.engine import session_scope
 from db.ids import stable_id
 from db.models import Checkpoint
-from envs.dbbench.data import load_split
+from envs.registry import benchmark
 from harness_pool.spec import load_harness
 from rl.checkpoints import is_complete, read_meta, save_checkpoint
 from rl.memory import checkpoint_activations, release_memory
@@ -39,13 +39,12 @@ def sft_run_id(cfg: SftConfig) -> str:
 @task(name="build-demonstrations", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
 def make_demonstrations(cfg: SftConfig, out_dir: str) -> dict:
     """Replay scripted demonstrations of training tasks; write the verified ones as JSONL."""
-    tasks = load_split("train", data_dir=cfg.env.data_dir, tiers=tuple(cfg.tiers) if cfg.tiers else None)
-    tasks = tasks[: cfg.n_tasks] if cfg.n_tasks else tasks
+    tasks = benchmark(cfg.env.benchmark).load("train", data_dir=cfg.env.data_dir, limit=cfg.n_tasks, tiers=cfg.tiers)
     policy = get_policy(PolicyConfig(model=cfg.base_model, device="cpu"))
     examples, results = build_demonstrations(
         getattr(policy, "inner", policy),
         tasks,
-        load_harness(cfg.harness),
+        load_harness(cfg.harness, cfg.env.benchmark),
         env_factory(cfg.env),
         seed=cfg.seed,
         inspect_prob=cfg.inspect_prob,

@@ -52,7 +52,7 @@ class SplitSpec:
 
 
 SPLITS = {
-    "train": SplitSpec(first_seed=100_000, size=400),
+    "train": SplitSpec(first_seed=100_000, size=200),
     "dev": SplitSpec(first_seed=200_000, size=60),  # validation
     "test": SplitSpec(first_seed=300_000, size=300),
 }

@@ -137,3 +137,23 @@ def test_a_looping_episode_fails_with_its_failure_kind_and_tags(games):
     assert not result.verdict.success and result.end_reason == "round_limit"
     assert result.failure_kind == "stuck_invalid"
     assert {"repeated_command", "inadmissible_command"} <= set(result.behaviour_tags)
+
+
+@pytest.mark.slow
+def test_walkthrough_demonstrations_win_and_train_only_the_assistant_tokens(games, smol_policy):
+    import random
+
+    from rl.sft import build_demonstrations, demo_replies
+
+    train = load_split("train", limit=len(TIERS), generated_dir=games[0])
+    h0 = load_harness("h0", "textworld")
+    examples, results = build_demonstrations(smol_policy, train, h0, TextWorldEnv, seed=3)
+    assert [r.verdict.success for r in results] == [True] * len(train) and len(examples) == len(train)
+    rng, tok = random.Random(3), smol_policy.tokenizer
+    for task, example in zip(train, examples):
+        trained = tok.decode([i for i, m in zip(example.input_ids, example.loss_mask) if m == 1])
+        assert trained == "".join(r + tok.eos_token for r in demo_replies(task, rng))
+        context = tok.decode([i for i, m in zip(example.input_ids, example.loss_mask) if m == 0])
+        assert task.goal in context  # the game's own text is context, never trained on
+    with pytest.raises(ValueError, match="training split"):
+        build_demonstrations(smol_policy, games[1][:1], h0, TextWorldEnv)
