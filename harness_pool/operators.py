@@ -231,21 +231,41 @@ OPERATORS: dict[str, list[list[dict]]] = {
 VARIANTS = 3  # operator variants per cause
 
 
-def target_groups(clusters: list[Cluster], max_causes: int = 3) -> list[list[Cluster]]:
+def operators_for(benchmark: str) -> dict[str, list[list[dict]]]:
+    """The offline operators of a benchmark: cause -> variants."""
+    if benchmark == "textworld":
+        from harness_pool import textworld_rules
+
+        return textworld_rules.OPERATORS
+    return OPERATORS
+
+
+def family_of(benchmark: str) -> dict[str, str]:
+    """cause -> family name, for a benchmark's causes."""
+    if benchmark == "textworld":
+        from harness_pool import textworld_rules
+
+        return {cause: family for family, causes in textworld_rules.FAMILIES.items() for cause in causes}
+    return FAMILY_OF
+
+
+def target_groups(clusters: list[Cluster], max_causes: int = 3, benchmark: str = "dbbench") -> list[list[Cluster]]:
     """Related clusters grouped by family (up to `max_causes` each), best supported family first."""
     families: dict[str, list[Cluster]] = {}
+    operators, family = operators_for(benchmark), family_of(benchmark)
     for c in clusters:
-        if c.cause in OPERATORS:
-            families.setdefault(FAMILY_OF.get(c.cause, c.cause), []).append(c)
+        if c.cause in operators:
+            families.setdefault(family.get(c.cause, c.cause), []).append(c)
     groups = [sorted(cs, key=lambda c: (-c.support, c.cause))[:max_causes] for cs in families.values()]
     return sorted(groups, key=lambda g: (-sum(c.support for c in g), g[0].cause))
 
 
-def offline_patch(target: list[Cluster], variant: int, name: str) -> HarnessPatch:
+def offline_patch(target: list[Cluster], variant: int, name: str, benchmark: str = "dbbench") -> HarnessPatch:
     """Variant `variant` of the operators for every targeted cause, as one patch."""
     edits, seen = [], set()
+    operators = operators_for(benchmark)
     for c in target:
-        options = OPERATORS[c.cause]
+        options = operators[c.cause]
         for edit in options[variant % len(options)]:
             key = repr(edit)
             if key not in seen:  # two causes may share an operator (e.g. the table-quoting hook)

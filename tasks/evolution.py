@@ -22,7 +22,7 @@ from db.engine import session_scope
 from db.ids import stable_id
 from db.models import EvolutionCandidate, Pool
 from harness_pool.diagnosis import Facts, SqlStep, cluster_causes, root_cause
-from harness_pool.operators import VARIANTS, offline_patch, target_groups
+from harness_pool.operators import VARIANTS, family_of, offline_patch, target_groups
 from harness_pool.patch import apply_patch
 from harness_pool.pool_store import freeze_pool, version_with_dvc
 from harness_pool.spec import HarnessError, HarnessSpec, load_harness
@@ -72,6 +72,15 @@ def register_evolution(cfg: EvolveConfig, database_url: str | None, prefect_flow
 
 
 # -- facts for diagnosis ---------------------------------------------------------------------
+def rule_cause(result: RolloutResult, the_task, trajectory_id: str) -> str | None:
+    """The rule root cause of one rollout, by its benchmark's diagnosis rules."""
+    if getattr(the_task, "benchmark", "dbbench") == "textworld":
+        from harness_pool.textworld_rules import root_cause as textworld_cause
+
+        return textworld_cause(result)
+    return root_cause(facts_of(result, the_task, trajectory_id))
+
+
 def facts_of(result: RolloutResult, the_task, trajectory_id: str) -> Facts:
     steps, parse_errors = [], []
     for t in result.turns:
@@ -140,7 +149,7 @@ def run_harness(
             group = build_group(**records[-1])
             store.replace_group(session, group)
             trajs = sorted(group.trajectories, key=lambda x: x.sample_index)
-            causes = [root_cause(facts_of(r, t, tr.id)) for r, tr in zip(res, trajs)]
+            causes = [rule_cause(r, t, tr.id) for r, tr in zip(res, trajs)]
             if cfg.editor.kind != "offline" and cfg.editor.llm_diagnosis:
                 from tasks.llm_editing import llm_causes
 
@@ -193,14 +202,14 @@ def propose_children(
     whether this result is fresh or cached. (Prefect's cache key covers
     this function's source only: change this docstring when a helper's rule changes.)"""
     spec = HarnessSpec.model_validate(parent)
-    groups = target_groups(_clusters(diagnosis, cfg.diagnose.min_support))
+    groups = target_groups(_clusters(diagnosis, cfg.diagnose.min_support), benchmark=cfg.env.benchmark)
     solved = _robust_first(diagnosis, f"{cfg.seed}-{spec.id}")
     out, seen = [], set(known_ids)
     for i in range(cfg.children_per_parent if groups else 0):
         # variants rotate with the round: a parent kept for another round gets new children
         target, variant = groups[i % len(groups)], (i // len(groups) + round - 1) % VARIANTS
         causes = [c.cause for c in target]
-        name = f"{_family(causes)}-r{round}-{spec.id[:6]}-v{variant}"
+        name = f"{_family(causes, cfg.env.benchmark)}-r{round}-{spec.id[:6]}-v{variant}"
         child, error, info = _edit(cfg, spec, target, variant, name, round, diagnosis, database_url)
         if child is not None and child.id in seen:
             child, error = None, "duplicate of a harness already in the pool or a parent"
@@ -262,10 +271,8 @@ def _robust_first(diagnosis: dict, seed: str) -> list[str]:
     return robust or sorted(solved, key=lambda t: -rate[t])
 
 
-def _family(causes: list[str]) -> str:
-    from harness_pool.diagnosis import FAMILY_OF
-
-    return FAMILY_OF.get(causes[0], causes[0])
+def _family(causes: list[str], benchmark: str) -> str:
+    return family_of(benchmark).get(causes[0], causes[0])
 
 
 def _edit(
@@ -281,7 +288,8 @@ def _edit(
     """(child or None, error or None, editor info) from the configured editor."""
     if cfg.editor.kind == "offline":
         try:
-            return apply_patch(parent, offline_patch(target, variant, name), round), None, {"kind": "offline"}
+            patch = offline_patch(target, variant, name, parent.benchmark)
+            return apply_patch(parent, patch, round), None, {"kind": "offline"}
         except HarnessError as exc:
             return None, str(exc), {"kind": "offline"}
     from tasks.llm_editing import llm_child
