@@ -44,6 +44,16 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }
 FAMILY_OF = {cause: family for family, causes in FAMILIES.items() for cause in causes}
 
+
+def causes_for(benchmark: str) -> dict[str, str]:
+    """cause -> one-line explanation, for a benchmark's diagnosis rules."""
+    if benchmark == "textworld":
+        from harness_pool.textworld_rules import CAUSES as TEXTWORLD_CAUSES
+
+        return TEXTWORLD_CAUSES
+    return CAUSES
+
+
 _MUTATING = re.compile(r"^\s*(insert|update|replace|delete)\b", re.IGNORECASE)
 _PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from harness_pool.diagnosis import CAUSES, Cluster
+from harness_pool.diagnosis import Cluster, causes_for
 from harness_pool.llm import ChatClient
 from harness_pool.patch import HarnessPatch, apply_patch, parse_patch
 from harness_pool.spec import HarnessSpec, harness_yaml
@@ -29,12 +29,22 @@ EXCERPT_CHARS = 1500
 RAW_CHARS = 4000
 UNKNOWN_CAUSE = "a cause named by the diagnoser (no rule describes it)"
 
-EDITOR_SYSTEM = """\
-You improve agent harnesses for DBBench, a benchmark where a language model answers questions \
-about one SQL table (or changes it) through a text protocol. A harness is data: prompts, a tool \
+# What each benchmark is, in one phrase, for the editor's and the diagnoser's system messages.
+BENCHMARK_BLURBS = {
+    "dbbench": "DBBench, a benchmark where a language model answers questions about one SQL table (or changes it) "
+    "through a text protocol",
+    "textworld": "TextWorld, text adventure games where a language model reaches a goal by typing commands",
+}
+EDITOR_SYSTEM_TEMPLATE = """\
+You improve agent harnesses for {blurb}. A harness is data: prompts, a tool \
 view, a context policy, skills, declarative hook rules, sandboxed code hooks and guidance. You \
 never change the model or the benchmark, only the harness, through a patch of typed edits.
 Reply with exactly one JSON object, the patch, in a ```json block, and nothing else."""
+
+
+def editor_system(benchmark: str) -> str:
+    return EDITOR_SYSTEM_TEMPLATE.format(blurb=BENCHMARK_BLURBS[benchmark])
+
 
 SANDBOX_RULES = """\
 Code hooks (op add_code_hook) are Python source defining exactly one `def hook(ctx, nb):` and \
@@ -86,7 +96,8 @@ def _cut(text: str, limit: int) -> str:
 
 
 def editor_prompt(parent: HarnessSpec, clusters: list[Cluster], failures: list[str], name: str) -> str:
-    causes = "\n".join(f"- {c.cause} ({c.support} tasks): {CAUSES.get(c.cause, UNKNOWN_CAUSE)}" for c in clusters)
+    known = causes_for(parent.benchmark)
+    causes = "\n".join(f"- {c.cause} ({c.support} tasks): {known.get(c.cause, UNKNOWN_CAUSE)}" for c in clusters)
     excerpts = (
         "\n\n".join(
             f"--- failure {i + 1} ---\n{_cut(text, EXCERPT_CHARS)}" for i, text in enumerate(failures[:MAX_EXCERPTS])
@@ -136,7 +147,7 @@ class LlmEditor:
         """(patch, child, info); (None, None, info) when both attempts fail.
         info: {"attempts": 1|2, "errors": [one line per failed attempt], "raw": [reply texts, cut]}."""
         messages = [
-            {"role": "system", "content": EDITOR_SYSTEM},
+            {"role": "system", "content": editor_system(parent.benchmark)},
             {"role": "user", "content": editor_prompt(parent, clusters, failures, name)},
         ]
         info: dict = {"attempts": 0, "errors": [], "raw": []}
@@ -157,12 +168,12 @@ class LlmEditor:
         return None, None, info
 
 
-DIAGNOSER_SYSTEM = """\
-You diagnose failed episodes of a language-model agent on DBBench (SQL questions and table \
-updates through a text protocol). Name the single root cause of the failure: the earliest \
-mistake that, had it not happened, would most likely have led to success.
+DIAGNOSER_SYSTEM_TEMPLATE = """\
+You diagnose failed episodes of a language-model agent on {blurb}. Name the single root cause \
+of the failure: the earliest mistake that, had it not happened, would most likely have led to success.
 Reply with the cause label only: one of the known causes, or if none fits, a new short \
 snake_case label (3-40 characters, lowercase letters, digits and underscores)."""
+DIAGNOSER_SYSTEM = DIAGNOSER_SYSTEM_TEMPLATE.format(blurb=BENCHMARK_BLURBS["dbbench"])
 
 LABEL = re.compile(r"^[a-z][a-z0-9_]{2,39}$")
 
@@ -170,15 +181,15 @@ LABEL = re.compile(r"^[a-z][a-z0-9_]{2,39}$")
 class LlmDiagnoser:
     """One root-cause label per failed trajectory, falling back to the rule's cause."""
 
-    def __init__(self, chat: ChatClient, max_chars: int = 8000):
-        self.chat, self.max_chars = chat, max_chars
+    def __init__(self, chat: ChatClient, max_chars: int = 8000, benchmark: str = "dbbench"):
+        self.chat, self.max_chars, self.benchmark = chat, max_chars, benchmark
 
     def cause(self, trajectory_text: str, rule_cause: str) -> str:
-        known = "\n".join(f"- {cause}: {text}" for cause, text in CAUSES.items())
+        known = "\n".join(f"- {cause}: {text}" for cause, text in causes_for(self.benchmark).items())
         user = (
             f"Known causes:\n{known}\n\nA rule-based check guessed: {rule_cause}\n\n"
             f"Failed trajectory:\n{_cut(trajectory_text, self.max_chars)}\n\nRoot cause label:"
         )
-        reply = self.chat.complete(DIAGNOSER_SYSTEM, user)
+        reply = self.chat.complete(DIAGNOSER_SYSTEM_TEMPLATE.format(blurb=BENCHMARK_BLURBS[self.benchmark]), user)
         label = reply.strip().strip("`'\"*.").strip().lower()
         return label if LABEL.match(label) else rule_cause

@@ -68,7 +68,7 @@ def llm_child(
 
 def llm_causes(cfg: EvolveConfig, results, causes: list[str | None]) -> list[str | None]:
     """The LLM's root cause for up to max_diagnosis_calls failed rollouts (rule causes elsewhere)."""
-    diagnoser, out, calls = LlmDiagnoser(chat_for(cfg)), list(causes), 0
+    diagnoser, out, calls = LlmDiagnoser(chat_for(cfg), benchmark=cfg.env.benchmark), list(causes), 0
     for i, (result, cause) in enumerate(zip(results, causes)):
         if cause is None or calls >= cfg.editor.max_diagnosis_calls:
             continue
