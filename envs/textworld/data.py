@@ -2,8 +2,11 @@
 
 A task is one game made by TextWorld's generator (pinned `textworld==1.7.0`, Inform 7 inside)
 from a seed and a tier (quest length, world size, goal style). The seed of task i of a split is
-`SPLITS[split].first_seed + i`, and the seed ranges of train, dev (validation) and test never
-overlap, so no test game is a training game. A split's games are built once into
+`SPLITS[split].first_seed + i`; a game whose generated walkthrough does not win when played
+(the generator can name two objects so that the game's parser asks "Which do you mean...?") is
+replaced by the game of seed + RESEED_STRIDE (then + 2 x RESEED_STRIDE, ...). The seed ranges of
+train, dev (validation) and test never overlap, redrawn seeds included, so no test game is a
+training game. A split's games are built once into
 `$HS_GENERATED_DIR/textworld/<GAME_SET>/<split>/` (`hs data build-textworld`, or on first use)
 with a `tasks.jsonl` index: per task the goal text, the generator's walkthrough and the sha256
 of the game definition (TextWorld's game JSON; the compiled story file embeds a compile date,
@@ -25,7 +28,9 @@ from envs.base import DataError
 log = logging.getLogger(__name__)
 
 BENCHMARK = "textworld"
-GAME_SET = "v1"  # bump when TIERS, SPLITS or the generator version change
+GAME_SET = "v2"  # bump when TIERS, SPLITS, the seed rule or the generator version change
+RESEED_STRIDE = 10_000_000  # a redrawn seed stays inside its split's own range, shifted
+MAX_RESEEDS = 5
 
 
 @dataclass(frozen=True)
@@ -149,14 +154,39 @@ def build_split(
     wanted = min(limit or spec.size, spec.size)
     for index in range(len(records), wanted):
         tier = tier_of(index)
-        seed = spec.first_seed + index
         stem = f"{index:04d}"
-        _, fields = generate_game(seed, tier, folder, stem)
+        for attempt in range(MAX_RESEEDS + 1):
+            seed = spec.first_seed + index + attempt * RESEED_STRIDE
+            story, fields = generate_game(seed, tier, folder, stem)
+            if _walkthrough_wins(story, fields["walkthrough"]):
+                break
+            log.info("textworld %s: seed %d's walkthrough does not win; redrawn", split, seed)
+        else:
+            raise DataError(f"textworld {split} game {index}: no playable game in {MAX_RESEEDS + 1} seeds")
         records.append({"index": index, "seed": seed, "tier": tier.name, "game": f"{stem}.z8", **fields})
         _write_index(index_path, records)
         if progress:
             log.info("textworld %s: game %d/%d built (seed %d, tier %s)", split, index + 1, wanted, seed, tier.name)
     return index_path
+
+
+def _walkthrough_wins(story: Path, walkthrough: list[str]) -> bool:
+    import warnings
+
+    import textworld
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        game = textworld.start(str(story), request_infos=textworld.EnvInfos(won=True))
+    try:
+        state = game.reset()
+        for command in walkthrough:
+            state, _, done = game.step(command)
+            if done:
+                break
+        return bool(state.won)
+    finally:
+        game.close()
 
 
 def _read_index(path: Path) -> list[dict]:

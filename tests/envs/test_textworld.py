@@ -8,7 +8,15 @@ import pytest
 pytest.importorskip("textworld")
 
 from envs.base import CommandAction  # noqa: E402
-from envs.textworld.data import SPLITS, TIERS, build_split, load_split  # noqa: E402
+from envs.textworld.data import (  # noqa: E402
+    MAX_RESEEDS,
+    RESEED_STRIDE,
+    SPLITS,
+    TIERS,
+    SplitSpec,
+    build_split,
+    load_split,
+)
 from envs.textworld.env import TextWorldEnv, clean_feedback  # noqa: E402
 from envs.textworld.gold import check_gold  # noqa: E402
 from harness_pool.spec import load_harness  # noqa: E402
@@ -35,9 +43,22 @@ def test_games_are_deterministic_per_seed_and_cycle_through_the_tiers(games, tmp
     ]
 
 
-def test_split_seed_ranges_never_overlap():
-    ranges = sorted((s.first_seed, s.first_seed + s.size) for s in SPLITS.values())
+def test_split_seed_ranges_never_overlap_redrawn_seeds_included():
+    ranges = sorted(
+        (s.first_seed + k * RESEED_STRIDE, s.first_seed + s.size + k * RESEED_STRIDE)
+        for s in SPLITS.values()
+        for k in range(MAX_RESEEDS + 1)
+    )
     assert all(end <= start for (_, end), (start, _) in zip(ranges, ranges[1:]))
+
+
+def test_a_game_whose_walkthrough_cannot_win_is_redrawn(tmp_path, monkeypatch):
+    """Seed 200,022 (q3) names a "box" and a "Microsoft limited edition box": the game's parser asks
+    which one is meant and the generated walkthrough stalls. The build replaces it."""
+    monkeypatch.setitem(SPLITS, "dev", SplitSpec(first_seed=200_020, size=3))  # index 2: seed 200,022, tier q3
+    [task] = load_split("dev", generated_dir=tmp_path)[2:]
+    assert task.tier == "q3" and task.seed == 200_022 + RESEED_STRIDE
+    assert check_gold("dev", tasks=[task]).agreement == 1.0
 
 
 def test_a_build_resumes_and_a_missing_build_is_one_clear_error(tmp_path):
