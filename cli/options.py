@@ -14,5 +14,7 @@ Sets = Annotated[
 ]
 BenchmarkOption = Annotated[
     Optional[str],
-    typer.Option("--benchmark", help="Benchmark: dbbench or textworld (sets env.benchmark; default: the config's)"),
+    typer.Option(
+        "--benchmark", help="Benchmark: dbbench, textworld or bfcl (sets env.benchmark; default: the config's)"
+    ),
 ]

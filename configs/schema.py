@@ -100,13 +100,13 @@ class RunnerConfig(_Frozen):
     num_cpus: int | None = Field(default=None, ge=1, description="ray, local only: CPUs the local Ray may use.")
 
 
-# Difficulty tiers of generated training tasks: DBBench's easy/medium/hard, TextWorld's quest tiers.
-TierName = Literal["easy", "medium", "hard", "q1", "q2", "q3", "q3b"]
+# Difficulty tiers of training tasks: DBBench's easy/medium/hard, TextWorld's quest tiers, BFCL's categories.
+TierName = Literal["easy", "medium", "hard", "q1", "q2", "q3", "q3b", "base", "long_context", "miss_param", "miss_func"]
 
 
 class EnvConfig(_Frozen):
-    benchmark: Literal["dbbench", "textworld"] = Field(
-        default="dbbench", description="Benchmark name (envs/registry.py): dbbench or textworld."
+    benchmark: Literal["dbbench", "textworld", "bfcl"] = Field(
+        default="dbbench", description="Benchmark name (envs/registry.py): dbbench, textworld or bfcl."
     )
     backend: Literal["sqlite", "mysql"] = Field(
         default="sqlite",

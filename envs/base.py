@@ -38,7 +38,34 @@ class CommandAction:
     command: str
 
 
-Action = SqlAction | AnswerAction | CommandAction
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call by name with literal arguments (parsed by a tool view, never evaluated)."""
+
+    name: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict, hash=False)
+
+    def text(self) -> str:
+        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{self.name}({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class CallAction:
+    """Call one or more functions of the environment's APIs, in order."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
+class ReplyAction:
+    """A message to the user that ends the agent's turn (multi-turn tasks: the next request follows)."""
+
+    text: str
+
+
+Action = SqlAction | AnswerAction | CommandAction | CallAction | ReplyAction
 
 
 @dataclass

@@ -69,7 +69,27 @@ def _textworld() -> Benchmark:
     )  # fmt: skip
 
 
-_BUILDERS: dict[str, Callable[[], Benchmark]] = {"dbbench": _dbbench, "textworld": _textworld}
+def _bfcl() -> Benchmark:
+    try:
+        from envs.bfcl import demos, detectors
+        from envs.bfcl.data import SPLITS, load_split
+        from envs.bfcl.env import BfclEnv
+    except ImportError as exc:  # bfcl-eval is installed by `make setup`
+        raise DataError(f"BFCL is not installed ({exc}): run `make setup`") from exc
+
+    def load(split, data_dir=None, limit=None, tiers=None):
+        return load_split(split, limit=limit, tiers=tuple(tiers) if tiers else None)
+
+    def make_env(task, env):
+        return BfclEnv(task, max_rounds=env.max_rounds)
+
+    return Benchmark(
+        "bfcl", SPLITS, "dev", "test", load, make_env,
+        detectors.task_fields, detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
+    )  # fmt: skip
+
+
+_BUILDERS: dict[str, Callable[[], Benchmark]] = {"dbbench": _dbbench, "textworld": _textworld, "bfcl": _bfcl}
 _CACHE: dict[str, Benchmark] = {}
 NAMES = tuple(_BUILDERS)
 

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness_pool.sandbox import SandboxError, check_hook_source
 
 HookPoint = Literal["on_init", "before_model_call", "before_action", "after_step"]
-ActionKind = Literal["sql", "answer", "command", "invalid"]
-BenchmarkName = Literal["dbbench", "textworld"]
+ActionKind = Literal["sql", "answer", "command", "call", "reply", "invalid"]
+BenchmarkName = Literal["dbbench", "textworld", "bfcl"]
 
 
 class _Frozen(BaseModel):
@@ -32,7 +32,7 @@ class Prompts(_Frozen):
     task_template: str = Field(
         description="First user message; placeholders are filled from the benchmark task: DBBench "
         "{instruction}, {description}, {add_description}, {table_name}, {headers}, {sample_rows}; TextWorld "
-        "{instruction} (= {goal}), {tier}."
+        "{instruction} (= {goal}), {tier}; BFCL {instruction} (the first request), {functions} (documents, JSON)."
     )
     observation_template: str = Field(
         default="{observation}",
@@ -41,14 +41,18 @@ class Prompts(_Frozen):
 
 
 class ToolView(_Frozen):
-    protocol: Literal["dbbench_text_v1", "dbbench_json_v1", "textworld_text_v1", "textworld_json_v1"] = Field(
+    protocol: Literal[
+        "dbbench_text_v1", "dbbench_json_v1", "textworld_text_v1", "textworld_json_v1", "bfcl_text_v1", "bfcl_json_v1"
+    ] = Field(
         default="dbbench_text_v1",
         description="Action protocol parser (harness_pool/tool_view.py): 'dbbench_text_v1' = 'Action: Operation' "
         "+ one ```sql block, or 'Action: Answer' + 'Final Answer: [...]'; 'dbbench_json_v1' = one JSON call "
         '{"name": "execute_sql", "arguments": {"sql": ...}} or {"name": "submit_answer", "arguments": '
         '{"answer": [...]}}, bare or in a ```json block; '
         "'textworld_text_v1' = one line 'Action: <command>'; 'textworld_json_v1' = "
-        '{"name": "act", "arguments": {"command": ...}}. The protocol prefix names the benchmark.',
+        '{"name": "act", "arguments": {"command": ...}}; "bfcl_text_v1" = "Action: call" + calls in Python syntax, '
+        'or "Action: reply" + a message; "bfcl_json_v1" = JSON calls, "reply" ends the turn. The protocol prefix '
+        "names the benchmark.",
     )
     on_invalid: Literal["end", "warn"] = Field(
         default="end",

@@ -32,6 +32,17 @@ invalid "empty_command".
 `textworld_json_v1` is its function-calling view: one JSON call {"name": "act", "arguments":
 {"command": ...}}, found as in dbbench_json_v1 (first object with a "name" key; an unknown name
 -> "unknown_function", no non-empty string command -> "empty_command").
+
+`bfcl_text_v1` is the multi-turn function-calling protocol in text: "Action: call" followed by the
+calls in Python call syntax (in a ```python block or bare), e.g. [cd(folder='docs'), ls()]; or
+"Action: reply" followed by a message to the user, which ends the agent's turn. Calls are parsed
+with `ast` and literal arguments only (envs/bfcl/calls.py), never evaluated; unparseable calls ->
+invalid "bad_call"; no Action line -> invalid "no_action".
+
+`bfcl_json_v1` is its JSON view: one or more objects {"name": f, "arguments": {...}} in reading
+order (nested objects are skipped, not read as calls); the name "reply" with {"text": ...} is the
+reply that ends the turn. No call -> invalid "no_function_call"; arguments that are not an object ->
+"bad_arguments".
 """
 
 from __future__ import annotations
@@ -41,7 +52,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from envs.base import Action, AnswerAction, CommandAction, SqlAction
+from envs.base import Action, AnswerAction, CallAction, CommandAction, ReplyAction, SqlAction, ToolCall
 
 _ACTION = re.compile(r"action\s*:\s*(operation|answer)", re.IGNORECASE)
 _SQL_BLOCK = re.compile(r"```[ \t]*(?:sql|mysql|sqlite)?[ \t]*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
@@ -50,7 +61,7 @@ _FINAL = re.compile(r"final\s+answer\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
 
 @dataclass(frozen=True)
 class ParsedAction:
-    kind: str  # "sql", "answer", "command" or "invalid"
+    kind: str  # "sql", "answer", "command", "call", "reply" or "invalid"
     action: Action | None = None
     error: str | None = None  # why the reply is invalid (a short code)
 
@@ -190,6 +201,62 @@ def parse_textworld_json(text: str) -> ParsedAction:
     return _command(command)
 
 
+_BFCL_ACTION = re.compile(r"action\s*:\s*(call|reply)\b", re.IGNORECASE)
+_CODE_BLOCK = re.compile(r"```[ \t]*(?:python|py|tool_code)?[ \t]*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
+
+
+def parse_bfcl_text(text: str) -> ParsedAction:
+    from envs.bfcl.calls import CallError, parse_calls
+
+    match = _BFCL_ACTION.search(text or "")
+    if match is None:
+        return ParsedAction("invalid", error="no_action")
+    rest = text[match.end() :]
+    if match.group(1).lower() == "reply":
+        return ParsedAction("reply", ReplyAction(rest.strip()))
+    block = _CODE_BLOCK.search(rest)
+    try:
+        calls = parse_calls(block.group(1) if block else rest)
+    except CallError:
+        return ParsedAction("invalid", error="bad_call")
+    return ParsedAction("call", CallAction(tuple(calls)))
+
+
+def _all_calls(text: str) -> list[dict]:
+    """Every top-level JSON object with a "name" key, in reading order (nested ones are skipped)."""
+    calls, start = [], text.find("{")
+    while start != -1:
+        try:
+            value, end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(value, dict) and "name" in value:
+            calls.append(value)
+            start = text.find("{", end)
+        else:
+            start = text.find("{", start + 1)
+    return calls
+
+
+def parse_bfcl_json(text: str) -> ParsedAction:
+    calls = _all_calls(text or "")
+    if not calls:
+        return ParsedAction("invalid", error="no_function_call")
+    out = []
+    for call in calls:
+        args = call.get("arguments", {})
+        if isinstance(args, str):
+            args, ok = _json(args)
+            args = args if ok else None
+        if not isinstance(args, dict) or not isinstance(call["name"], str):
+            return ParsedAction("invalid", error="bad_arguments")
+        if call["name"] == "reply":
+            return ParsedAction("reply", ReplyAction(str(args.get("text", ""))))
+        out.append(ToolCall(call["name"], (), args))
+    return ParsedAction("call", CallAction(tuple(out)))
+
+
 def parse_action(protocol: str, text: str, accept_scalar_answer: bool = False) -> ParsedAction:
     if protocol == "dbbench_text_v1":
         return parse_dbbench_text(text, accept_scalar_answer)
@@ -199,4 +266,8 @@ def parse_action(protocol: str, text: str, accept_scalar_answer: bool = False) -
         return parse_textworld_text(text)
     if protocol == "textworld_json_v1":
         return parse_textworld_json(text)
+    if protocol == "bfcl_text_v1":
+        return parse_bfcl_text(text)
+    if protocol == "bfcl_json_v1":
+        return parse_bfcl_json(text)
     raise ValueError(f"unknown tool-view protocol '{protocol}'")

@@ -1,0 +1,91 @@
+"""The process that holds one BFCL episode's API objects (run as `python -m envs.bfcl.worker`).
+
+The policy's calls reach only public methods of the API objects, with literal arguments, but a
+method can still be asked for unbounded work (`power(base=10, exponent=10**9)`, a million digits
+of precision) or change process-wide state (mpmath's precision is global). So each rollout's
+objects live in their own child process, started with CPU, memory and file-size limits, an empty
+environment and an empty working directory; the parent kills it when a request overruns its
+wall-clock limit. Requests and replies are JSON lines on stdin/stdout:
+  {"op": "reset", "task": {...}}                          -> {"ok": true}
+  {"op": "call", "calls": ["cd(folder='x')", ...]}        -> {"results": ["...", ...]}
+  {"op": "end_turn", "turn": i, "truth": [...], "agent_called": bool} -> {"check": {...}}
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def _limit_resources(memory_bytes: int, cpu_seconds: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # no file can grow: the APIs are in memory
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class Episode:
+    def __init__(self, task: dict):
+        from envs.bfcl.env import api_objects_of, public_methods
+
+        self.task = task
+        self.objects = api_objects_of(task["involved_classes"], task["initial_config"], task["long_context"])
+        self.truth = api_objects_of(task["involved_classes"], task["initial_config"], task["long_context"])
+        self.allowed, self.everything = public_methods(self.objects), public_methods(self.truth)
+        self.all_results: list[str] = []
+
+    def call(self, texts: list[str]) -> list[str]:
+        from envs.bfcl.calls import CallError, parse_calls, run_call
+
+        results = []
+        for text in texts:
+            try:
+                [call] = parse_calls(text)
+            except (CallError, ValueError) as exc:
+                results.append(f"Error during execution: {exc}")
+                continue
+            results.append(run_call(self.objects, self.allowed, call))
+        self.all_results += results
+        return results
+
+    def end_turn(self, turn: int, truth: list[str], agent_called: bool) -> dict:
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import response_checker, state_checker
+
+        from envs.bfcl.calls import parse_calls, run_call
+
+        truth_results = [
+            run_call(self.truth, self.everything, c) for t in truth for c in parse_calls(t, max_chars=None)
+        ]
+        if not truth:
+            return {"turn": turn, "checked": False, "valid": True}
+        if not agent_called:
+            return {"turn": turn, "checked": True, "valid": False, "error": "no call in a turn that needs one"}
+        if not state_checker(self.objects, self.truth)["valid"]:
+            return {"turn": turn, "checked": True, "valid": False, "error": "state differs from the ground truth"}
+        response = response_checker(self.all_results, truth_results, turn)
+        if not response["valid"]:
+            missing = [str(m)[:200] for m in response["details"]["missing_items"]]
+            return {"turn": turn, "checked": True, "valid": False, "error": "missing results", "missing": missing}
+        return {"turn": turn, "checked": True, "valid": True}
+
+
+def main() -> None:
+    memory, cpu = int(sys.argv[1]), int(sys.argv[2])
+    _limit_resources(memory, cpu)
+    episode = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["op"] == "reset":
+            episode, reply = Episode(request["task"]), {"ok": True}
+        elif request["op"] == "call":
+            reply = {"results": episode.call(request["calls"])}
+        else:
+            reply = {"check": episode.end_turn(request["turn"], request["truth"], request["agent_called"])}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
