@@ -47,11 +47,10 @@ FAMILY_OF = {cause: family for family, causes in FAMILIES.items() for cause in c
 
 def causes_for(benchmark: str) -> dict[str, str]:
     """cause -> one-line explanation, for a benchmark's diagnosis rules."""
-    if benchmark == "textworld":
-        from harness_pool.textworld_rules import CAUSES as TEXTWORLD_CAUSES
+    from harness_pool.operators import rules_module
 
-        return TEXTWORLD_CAUSES
-    return CAUSES
+    rules = rules_module(benchmark)
+    return rules.CAUSES if rules else CAUSES
 
 
 _MUTATING = re.compile(r"^\s*(insert|update|replace|delete)\b", re.IGNORECASE)

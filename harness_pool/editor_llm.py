@@ -34,6 +34,8 @@ BENCHMARK_BLURBS = {
     "dbbench": "DBBench, a benchmark where a language model answers questions about one SQL table (or changes it) "
     "through a text protocol",
     "textworld": "TextWorld, text adventure games where a language model reaches a goal by typing commands",
+    "bfcl": "BFCL multi-turn, where a language model serves a user's successive requests by calling functions "
+    "of stateful apps",
 }
 EDITOR_SYSTEM_TEMPLATE = """\
 You improve agent harnesses for {blurb}. A harness is data: prompts, a tool \

@@ -231,22 +231,29 @@ OPERATORS: dict[str, list[list[dict]]] = {
 VARIANTS = 3  # operator variants per cause
 
 
+# Benchmarks whose diagnosis rules and operators live in a module of their own (DBBench's are here).
+RULE_MODULES = {"textworld": "harness_pool.textworld_rules", "bfcl": "harness_pool.bfcl_rules"}
+
+
+def rules_module(benchmark: str):
+    """The module with CAUSES, FAMILIES, OPERATORS and root_cause of a benchmark; None for DBBench."""
+    from importlib import import_module
+
+    return import_module(RULE_MODULES[benchmark]) if benchmark in RULE_MODULES else None
+
+
 def operators_for(benchmark: str) -> dict[str, list[list[dict]]]:
     """The offline operators of a benchmark: cause -> variants."""
-    if benchmark == "textworld":
-        from harness_pool import textworld_rules
-
-        return textworld_rules.OPERATORS
-    return OPERATORS
+    rules = rules_module(benchmark)
+    return rules.OPERATORS if rules else OPERATORS
 
 
 def family_of(benchmark: str) -> dict[str, str]:
     """cause -> family name, for a benchmark's causes."""
-    if benchmark == "textworld":
-        from harness_pool import textworld_rules
-
-        return {cause: family for family, causes in textworld_rules.FAMILIES.items() for cause in causes}
-    return FAMILY_OF
+    rules = rules_module(benchmark)
+    if rules is None:
+        return FAMILY_OF
+    return {cause: family for family, causes in rules.FAMILIES.items() for cause in causes}
 
 
 def target_groups(clusters: list[Cluster], max_causes: int = 3, benchmark: str = "dbbench") -> list[list[Cluster]]:

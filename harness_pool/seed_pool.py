@@ -144,7 +144,69 @@ def textworld_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
 
 
 TEXTWORLD_SEED_POOL = ["format_reminder", "goal_reminder", "look_first", "unstick", "json_tools"]
-_SEEDS = {"dbbench": seed_siblings, "textworld": textworld_seed_siblings}
+
+
+def bfcl_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
+    """BFCL siblings, each aimed at one failure family of small models with function calling."""
+    from harness_pool.bfcl_rules import FORMAT_REMINDER as BFCL_FORMAT_REMINDER
+
+    def child(name: str, edit: str, causes: list[str], **update) -> HarnessSpec:
+        provenance = Provenance(edit=edit, root_causes=causes, round=0)
+        return h0.model_copy(update={"name": name, "parent_ids": [h0.id], "provenance": provenance, **update})
+
+    return [
+        child(
+            "format_reminder",
+            "remind the protocol after every observation and let a malformed reply be retried",
+            ["format_error"],
+            tool_view=h0.tool_view.model_copy(update={"on_invalid": "warn", "invalid_message": BFCL_FORMAT_REMINDER}),
+            hooks=[HookRule(at="after_step", effect="inject", message=BFCL_FORMAT_REMINDER)],
+        ),
+        child(
+            "act_first",
+            "guide the policy to serve a request with calls before replying",
+            ["no_call", "missing_results"],
+            guidance="Serve every request by calling the functions it needs, including ones that display "
+            "results, before you reply. Reply without calls only when no listed function can serve it.",
+        ),
+        child(
+            "fix_errors",
+            "after a failed call, tell the policy to read the error and call again",
+            ["call_error", "unknown_function"],
+            hooks=[
+                HookRule(
+                    at="after_step",
+                    when=Condition(last_step_error=True),
+                    effect="inject",
+                    message="A call failed. Read its error, use only listed functions with their documented "
+                    "arguments, and call again.",
+                )
+            ],
+        ),
+        child(
+            "json_tools",
+            "the JSON function-calling view: calls as JSON objects, reply(text) ends the turn",
+            ["format_error"],
+            prompts=h0.prompts.model_copy(
+                update={
+                    "system": h0.prompts.system.replace(
+                        "To call functions, end your reply with:\nAction: call\n```python\n"
+                        "[function_name(argument='value'), other_function(number=3)]\n```",
+                        'To call functions, end your reply with JSON calls:\n[{{"name": "function_name", '
+                        '"arguments": {{"argument": "value"}}}}]',
+                    ).replace(
+                        "end with:\nAction: reply\nfollowed by a short message to the user.",
+                        'end with:\n{{"name": "reply", "arguments": {{"text": "a short message to the user"}}}}',
+                    )
+                }
+            ),
+            tool_view=h0.tool_view.model_copy(update={"protocol": "bfcl_json_v1"}),
+        ),
+    ]
+
+
+BFCL_SEED_POOL = ["format_reminder", "act_first", "fix_errors", "json_tools"]
+_SEEDS = {"dbbench": seed_siblings, "textworld": textworld_seed_siblings, "bfcl": bfcl_seed_siblings}
 
 
 def write_seed_pool() -> list[str]:

@@ -22,7 +22,7 @@ from db.engine import session_scope
 from db.ids import stable_id
 from db.models import EvolutionCandidate, Pool
 from harness_pool.diagnosis import Facts, SqlStep, cluster_causes, root_cause
-from harness_pool.operators import VARIANTS, family_of, offline_patch, target_groups
+from harness_pool.operators import VARIANTS, family_of, offline_patch, rules_module, target_groups
 from harness_pool.patch import apply_patch
 from harness_pool.pool_store import freeze_pool, version_with_dvc
 from harness_pool.spec import HarnessError, HarnessSpec, load_harness
@@ -74,11 +74,8 @@ def register_evolution(cfg: EvolveConfig, database_url: str | None, prefect_flow
 # -- facts for diagnosis ---------------------------------------------------------------------
 def rule_cause(result: RolloutResult, the_task, trajectory_id: str) -> str | None:
     """The rule root cause of one rollout, by its benchmark's diagnosis rules."""
-    if getattr(the_task, "benchmark", "dbbench") == "textworld":
-        from harness_pool.textworld_rules import root_cause as textworld_cause
-
-        return textworld_cause(result)
-    return root_cause(facts_of(result, the_task, trajectory_id))
+    rules = rules_module(getattr(the_task, "benchmark", "dbbench"))
+    return rules.root_cause(result) if rules else root_cause(facts_of(result, the_task, trajectory_id))
 
 
 def facts_of(result: RolloutResult, the_task, trajectory_id: str) -> Facts:
