@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 
 from rl.modes import Mode
@@ -100,14 +100,25 @@ class RunnerConfig(_Frozen):
     num_cpus: int | None = Field(default=None, ge=1, description="ray, local only: CPUs the local Ray may use.")
 
 
-# Difficulty tiers of training tasks: DBBench's easy/medium/hard, TextWorld's quest tiers, BFCL's categories.
-TierName = Literal["easy", "medium", "hard", "q1", "q2", "q3", "q3b", "base", "long_context", "miss_param", "miss_func"]
+# Difficulty tiers of training tasks (DBBench easy/medium/hard, TextWorld q1..q3b, BFCL categories);
+# each benchmark's loader rejects a tier it does not have, with the list of its own.
+TierName = str
 
 
 class EnvConfig(_Frozen):
-    benchmark: Literal["dbbench", "textworld", "bfcl"] = Field(
+    benchmark: str = Field(
         default="dbbench", description="Benchmark name (envs/registry.py): dbbench, textworld or bfcl."
     )
+
+    @field_validator("benchmark")
+    @classmethod
+    def _known_benchmark(cls, name: str) -> str:
+        from envs.registry import NAMES
+
+        if name not in NAMES:
+            raise ValueError(f"unknown benchmark '{name}': use one of {', '.join(NAMES)}")
+        return name
+
     backend: Literal["sqlite", "mysql"] = Field(
         default="sqlite",
         description="SQL engine for each rollout's private database: embedded SQLite or MySQL/MariaDB.",
@@ -137,6 +148,18 @@ class RunConfig(_Frozen):
         "results; default $HS_RESULTS_DIR or .hs/prefect-results. Must be storage every worker shares.",
     )
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment settings (benchmark, SQL engine).")
+
+    @model_validator(mode="after")
+    def _tiers_of_the_benchmark(self) -> RunConfig:
+        """A config's `tiers` (where it has them) must be tiers of its benchmark."""
+        from envs.registry import benchmark
+
+        tiers = getattr(self, "tiers", None) or []
+        known = benchmark(self.env.benchmark).tiers
+        unknown = [t for t in tiers if t not in known]
+        if unknown:
+            raise ValueError(f"unknown {self.env.benchmark} tier(s) {', '.join(unknown)}: use {', '.join(known)}")
+        return self
 
 
 class SampledRunConfig(RunConfig):

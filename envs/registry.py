@@ -22,6 +22,7 @@ Steps = list[tuple[Action, StepResult]]
 class Benchmark:
     name: str
     splits: tuple[str, ...]  # every split name; the training split is "train"
+    tiers: tuple[str, ...]  # difficulty tiers (or categories) of its tasks, for `tiers:` in configs
     validation_split: str
     test_split: str
     load: Callable[..., list]  # (split, data_dir, limit, tiers) -> tasks in a stable order
@@ -34,7 +35,7 @@ class Benchmark:
 
 def _dbbench() -> Benchmark:
     from envs.dbbench import demos, detectors
-    from envs.dbbench.data import load_split
+    from envs.dbbench.data import TIERS, load_split
     from envs.dbbench.env import DbBenchEnv
 
     def load(split, data_dir=None, limit=None, tiers=None):
@@ -44,7 +45,7 @@ def _dbbench() -> Benchmark:
         return DbBenchEnv(task, backend=env.backend, max_rounds=env.max_rounds, mysql_url=env.mysql_url)
 
     return Benchmark(
-        "dbbench", ("train", "dev", "standard"), "dev", "standard", load, make_env,
+        "dbbench", ("train", "dev", "standard"), TIERS, "dev", "standard", load, make_env,
         detectors.task_fields, detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
     )  # fmt: skip
 
@@ -52,7 +53,7 @@ def _dbbench() -> Benchmark:
 def _textworld() -> Benchmark:
     try:
         from envs.textworld import demos, detectors
-        from envs.textworld.data import SPLITS, load_split
+        from envs.textworld.data import SPLITS, TIERS, load_split
         from envs.textworld.env import TextWorldEnv
     except ImportError as exc:  # textworld is installed by `make setup`
         raise DataError(f"TextWorld is not installed ({exc}): run `make setup`") from exc
@@ -64,7 +65,7 @@ def _textworld() -> Benchmark:
         return TextWorldEnv(task, max_rounds=env.max_rounds)
 
     return Benchmark(
-        "textworld", tuple(SPLITS), "dev", "test", load, make_env,
+        "textworld", tuple(SPLITS), tuple(t.name for t in TIERS), "dev", "test", load, make_env,
         lambda task: task.fields(), detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
     )  # fmt: skip
 
@@ -72,7 +73,7 @@ def _textworld() -> Benchmark:
 def _bfcl() -> Benchmark:
     try:
         from envs.bfcl import demos, detectors
-        from envs.bfcl.data import SPLITS, load_split
+        from envs.bfcl.data import CATEGORIES, SPLITS, load_split
         from envs.bfcl.env import BfclEnv
     except ImportError as exc:  # bfcl-eval is installed by `make setup`
         raise DataError(f"BFCL is not installed ({exc}): run `make setup`") from exc
@@ -84,7 +85,7 @@ def _bfcl() -> Benchmark:
         return BfclEnv(task, max_rounds=env.max_rounds)
 
     return Benchmark(
-        "bfcl", SPLITS, "dev", "test", load, make_env,
+        "bfcl", SPLITS, CATEGORIES, "dev", "test", load, make_env,
         detectors.task_fields, detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
     )  # fmt: skip
 

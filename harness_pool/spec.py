@@ -20,7 +20,6 @@ from harness_pool.sandbox import SandboxError, check_hook_source
 
 HookPoint = Literal["on_init", "before_model_call", "before_action", "after_step"]
 ActionKind = Literal["sql", "answer", "command", "call", "reply", "invalid"]
-BenchmarkName = Literal["dbbench", "textworld", "bfcl"]
 
 
 class _Frozen(BaseModel):
@@ -41,9 +40,7 @@ class Prompts(_Frozen):
 
 
 class ToolView(_Frozen):
-    protocol: Literal[
-        "dbbench_text_v1", "dbbench_json_v1", "textworld_text_v1", "textworld_json_v1", "bfcl_text_v1", "bfcl_json_v1"
-    ] = Field(
+    protocol: str = Field(
         default="dbbench_text_v1",
         description="Action protocol parser (harness_pool/tool_view.py): 'dbbench_text_v1' = 'Action: Operation' "
         "+ one ```sql block, or 'Action: Answer' + 'Final Answer: [...]'; 'dbbench_json_v1' = one JSON call "
@@ -54,6 +51,16 @@ class ToolView(_Frozen):
         'or "Action: reply" + a message; "bfcl_json_v1" = JSON calls, "reply" ends the turn. The protocol prefix '
         "names the benchmark.",
     )
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, protocol: str) -> str:
+        from harness_pool.tool_view import PARSERS
+
+        if protocol not in PARSERS:
+            raise ValueError(f"unknown tool-view protocol '{protocol}': use one of {', '.join(PARSERS)}")
+        return protocol
+
     on_invalid: Literal["end", "warn"] = Field(
         default="end",
         description="What an unparseable turn does: 'end' the episode (format error), or 'warn' "
@@ -152,7 +159,7 @@ class Provenance(_Frozen):
 class HarnessSpec(_Frozen):
     schema_version: Literal[1] = Field(default=1, description="Harness spec format version.")
     name: str = Field(description="Human-readable name, e.g. 'h0'.")
-    benchmark: BenchmarkName = Field(description="Benchmark whose environment and verifier it drives.")
+    benchmark: str = Field(description="Benchmark whose environment and verifier it drives (envs/registry.py).")
     parent_ids: list[str] = Field(default_factory=list, description="Content ids of the parent harnesses.")
     prompts: Prompts = Field(description="System prompt and task template.")
     tool_view: ToolView = Field(default_factory=ToolView, description="Action protocol and its error handling.")
@@ -170,6 +177,15 @@ class HarnessSpec(_Frozen):
     @property
     def id(self) -> str:
         return harness_id(self)
+
+    @field_validator("benchmark")
+    @classmethod
+    def _known_benchmark(cls, name: str) -> str:
+        from envs.registry import NAMES
+
+        if name not in NAMES:
+            raise ValueError(f"unknown benchmark '{name}': use one of {', '.join(NAMES)}")
+        return name
 
     @model_validator(mode="after")
     def _protocol_fits_benchmark(self) -> HarnessSpec:

@@ -257,17 +257,18 @@ def parse_bfcl_json(text: str) -> ParsedAction:
     return ParsedAction("call", CallAction(tuple(out)))
 
 
+# protocol -> parser(text, accept_scalar_answer); a benchmark's protocols are named <benchmark>_<view>_v<n>
+PARSERS = {
+    "dbbench_text_v1": parse_dbbench_text,
+    "dbbench_json_v1": parse_dbbench_json,
+    "textworld_text_v1": lambda text, _scalar: parse_textworld_text(text),
+    "textworld_json_v1": lambda text, _scalar: parse_textworld_json(text),
+    "bfcl_text_v1": lambda text, _scalar: parse_bfcl_text(text),
+    "bfcl_json_v1": lambda text, _scalar: parse_bfcl_json(text),
+}
+
+
 def parse_action(protocol: str, text: str, accept_scalar_answer: bool = False) -> ParsedAction:
-    if protocol == "dbbench_text_v1":
-        return parse_dbbench_text(text, accept_scalar_answer)
-    if protocol == "dbbench_json_v1":
-        return parse_dbbench_json(text, accept_scalar_answer)
-    if protocol == "textworld_text_v1":
-        return parse_textworld_text(text)
-    if protocol == "textworld_json_v1":
-        return parse_textworld_json(text)
-    if protocol == "bfcl_text_v1":
-        return parse_bfcl_text(text)
-    if protocol == "bfcl_json_v1":
-        return parse_bfcl_json(text)
-    raise ValueError(f"unknown tool-view protocol '{protocol}'")
+    if protocol not in PARSERS:
+        raise ValueError(f"unknown tool-view protocol '{protocol}'")
+    return PARSERS[protocol](text, accept_scalar_answer)
