@@ -113,11 +113,9 @@ class EnvConfig(_Frozen):
     @field_validator("benchmark")
     @classmethod
     def _known_benchmark(cls, name: str) -> str:
-        from envs.registry import NAMES
+        from envs.registry import check_name
 
-        if name not in NAMES:
-            raise ValueError(f"unknown benchmark '{name}': use one of {', '.join(NAMES)}")
-        return name
+        return check_name(name)
 
     backend: Literal["sqlite", "mysql"] = Field(
         default="sqlite",

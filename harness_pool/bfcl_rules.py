@@ -10,6 +10,8 @@ Root causes, most specific first, read from what the trajectory shows:
 
 from __future__ import annotations
 
+from harness_pool.operators import recovery_edit, skill_edit
+
 CAUSES: dict[str, str] = {
     "context_overflow": "the conversation outgrew the model's context",
     "format_error": "a reply broke the protocol (no 'Action: call' or 'Action: reply', or unparseable calls)",
@@ -49,19 +51,11 @@ def root_cause(result) -> str | None:
     return result.failure_kind if result.failure_kind in CAUSES else "missing_results"
 
 
-def _skill(name: str, text: str) -> dict:
-    return {"op": "add_skill", "name": name, "text": text}
-
-
-def _recovery(message: str, **when) -> dict:
-    return {"op": "add_recovery_rule", "when": when, "message": message}
-
-
 OPERATORS: dict[str, list[list[dict]]] = {
     "format_error": [
         [{"op": "set_tool_view", "on_invalid": "warn", "invalid_message": FORMAT_REMINDER}],
-        [_recovery(FORMAT_REMINDER)],
-        [_skill("protocol", "Every reply ends with 'Action: call' plus calls, or 'Action: reply' plus a message.")],
+        [recovery_edit(FORMAT_REMINDER)],
+        [skill_edit("protocol", "Every reply ends with 'Action: call' plus calls, or 'Action: reply' plus a message.")],
     ],
     "context_overflow": [
         [{"op": "set_context", "max_observation_chars": 600}],
@@ -69,8 +63,8 @@ OPERATORS: dict[str, list[list[dict]]] = {
         [{"op": "set_context", "max_observation_chars": 400, "history_window": 8}],
     ],
     "round_limit": [
-        [_recovery("When the request is done, reply to the user with 'Action: reply'.", round_at_least=4)],
-        [_skill("finish", "Put all the calls a request needs in one list, then reply; do not repeat calls.")],
+        [recovery_edit("When the request is done, reply to the user with 'Action: reply'.", round_at_least=4)],
+        [skill_edit("finish", "Put all the calls a request needs in one list, then reply; do not repeat calls.")],
         [
             {
                 "op": "set_guidance",
@@ -80,40 +74,40 @@ OPERATORS: dict[str, list[list[dict]]] = {
     ],
     "unknown_function": [
         [
-            _recovery(
+            recovery_edit(
                 "That function does not exist. Use only the functions listed in the system message.",
                 last_step_error=True,
             )
         ],
-        [_skill("listed_only", "Call only functions whose documents are listed, with their exact names.")],
+        [skill_edit("listed_only", "Call only functions whose documents are listed, with their exact names.")],
         [{"op": "set_guidance", "text": "Before calling, find the function in the list and copy its exact name."}],
     ],
     "call_error": [
-        [_recovery("The call failed: read the error, fix the arguments, and call again.", last_step_error=True)],
+        [recovery_edit("The call failed: read the error, fix the arguments, and call again.", last_step_error=True)],
         [
-            _skill(
+            skill_edit(
                 "arguments", "Give every required argument by its documented name, with a value of its documented type."
             )
         ],
         [{"op": "set_guidance", "text": "Check each argument against the function's document before calling."}],
     ],
     "api_timeout": [
-        [_skill("small_numbers", "Keep arguments to sensible sizes; never ask for huge powers or precisions.")],
+        [skill_edit("small_numbers", "Keep arguments to sensible sizes; never ask for huge powers or precisions.")],
         [{"op": "set_guidance", "text": "Use the values the user gave; do not invent large numbers."}],
-        [_recovery("Use modest argument values.", round_at_least=0)],
+        [recovery_edit("Use modest argument values.", round_at_least=0)],
     ],
     "no_call": [
-        [_skill("act_first", "Serve a request by calling the functions it needs before you reply.")],
+        [skill_edit("act_first", "Serve a request by calling the functions it needs before you reply.")],
         [{"op": "add_hint", "at": "on_init", "message": "Serve each request with function calls, then reply."}],
         [{"op": "set_guidance", "text": "Reply without calls only when no listed function can serve the request."}],
     ],
     "state_mismatch": [
-        [_skill("exact_values", "Use the exact names and values from the request in the arguments.")],
+        [skill_edit("exact_values", "Use the exact names and values from the request in the arguments.")],
         [{"op": "set_guidance", "text": "Check where you are (e.g. the current directory) before acting on it."}],
-        [_recovery("Check that the last result shows the change the user asked for.", last_step_error=False)],
+        [recovery_edit("Check that the last result shows the change the user asked for.", last_step_error=False)],
     ],
     "missing_results": [
-        [_skill("show_results", "When the user asks to see something, call the function that shows it.")],
+        [skill_edit("show_results", "When the user asks to see something, call the function that shows it.")],
         [{"op": "set_guidance", "text": "Do every step the request names, including displaying or checking results."}],
         [{"op": "add_hint", "at": "on_init", "message": "Do each step of the request with its own call."}],
     ],

@@ -42,11 +42,11 @@ _LAST_CHANCE = """def hook(ctx, nb):
 """
 
 
-def _skill(name: str, text: str) -> dict:
+def skill_edit(name: str, text: str) -> dict:
     return {"op": "add_skill", "name": name, "text": text}
 
 
-def _recovery(message: str, **when) -> dict:
+def recovery_edit(message: str, **when) -> dict:
     return {"op": "add_recovery_rule", "when": when, "message": message}
 
 
@@ -58,9 +58,9 @@ def _code(at: str, name: str, source: str) -> dict:
 OPERATORS: dict[str, list[list[dict]]] = {
     "format_error": [
         [{"op": "set_tool_view", "on_invalid": "warn", "invalid_message": FORMAT_REMINDER}],
-        [_recovery(FORMAT_REMINDER)],
+        [recovery_edit(FORMAT_REMINDER)],
         [
-            _skill(
+            skill_edit(
                 "protocol",
                 "Every reply ends with exactly one action: 'Action: Operation' followed by a ```sql "
                 "block, or 'Action: Answer' followed by 'Final Answer: [...]'.",
@@ -69,7 +69,7 @@ OPERATORS: dict[str, list[list[dict]]] = {
     ],
     "answer_not_list": [
         [{"op": "set_tool_view", "accept_scalar_answer": True}],
-        [_skill("answer_list", 'The final answer is always a list, even for one value: Final Answer: ["42"].')],
+        [skill_edit("answer_list", 'The final answer is always a list, even for one value: Final Answer: ["42"].')],
         [
             {
                 "op": "set_tool_view",
@@ -91,7 +91,7 @@ OPERATORS: dict[str, list[list[dict]]] = {
                 "message": "You have not run any query yet. Query the table first, then answer.",
             }
         ],
-        [_skill("query_first", "Never answer from the request text alone: run a query on the table first.")],
+        [skill_edit("query_first", "Never answer from the request text alone: run a query on the table first.")],
         [{"op": "add_hint", "at": "on_init", "message": "Start by running a query on `{table_name}`."}],
     ],
     "unquoted_name": [
@@ -103,12 +103,12 @@ OPERATORS: dict[str, list[list[dict]]] = {
             }
         ],
         [_code("before_action", "quote_table", _QUOTE_TABLE)],
-        [_skill("backticks", "Put every table and column name in backticks, e.g. SELECT `col name` FROM `table`.")],
+        [skill_edit("backticks", "Put every table and column name in backticks, e.g. SELECT `col name` FROM `table`.")],
     ],
     "unknown_table": [
         [{"op": "add_hint", "at": "on_init", "message": "The only table is `{table_name}`."}],
         [
-            _recovery(
+            recovery_edit(
                 "The only table is `{table_name}`; use exactly that name in backticks.",
                 observation_matches="no such table|doesn't exist",
             )
@@ -118,7 +118,7 @@ OPERATORS: dict[str, list[list[dict]]] = {
     "unknown_column": [
         [{"op": "add_hint", "at": "on_init", "message": "The table `{table_name}` has the columns: {headers}."}],
         [
-            _recovery(
+            recovery_edit(
                 "The columns of `{table_name}` are exactly: {headers}. Use these names in backticks.",
                 observation_matches="no such column|unknown column",
             )
@@ -133,40 +133,40 @@ OPERATORS: dict[str, list[list[dict]]] = {
     ],
     "sql_syntax": [
         [
-            _recovery(
+            recovery_edit(
                 "The query did not parse. Write one statement on one line, names in backticks, text values in "
                 "single quotes.",
                 last_step_error=True,
             )
         ],
-        [_skill("sql_form", "Write SQL as one statement on one line: SELECT `a` FROM `t` WHERE `b` = 'text';")],
+        [skill_edit("sql_form", "Write SQL as one statement on one line: SELECT `a` FROM `t` WHERE `b` = 'text';")],
         [
             {"op": "set_memory", "query_log": 3},
-            _recovery("The last query failed; fix exactly the part the error names.", last_step_error=True),
+            recovery_edit("The last query failed; fix exactly the part the error names.", last_step_error=True),
         ],
     ],
     "sql_other_error": [
         [
-            _recovery(
+            recovery_edit(
                 "The query failed: read the error and fix exactly that part before trying again.", last_step_error=True
             )
         ],
-        [_skill("read_errors", "When a query fails, change only what the error message points at.")],
+        [skill_edit("read_errors", "When a query fails, change only what the error message points at.")],
         [{"op": "set_memory", "query_log": 3}],
     ],
     "repeated_query": [
         [_code("before_action", "block_repeat", _BLOCK_REPEAT)],
         [{"op": "set_memory", "query_log": 5}],
-        [_skill("no_repeat", "Never run the same query twice: its result will not change. Answer from it.")],
+        [skill_edit("no_repeat", "Never run the same query twice: its result will not change. Answer from it.")],
     ],
     "round_limit": [
-        [_recovery("You are running out of turns: answer now from what you have seen.", round_at_least=2)],
+        [recovery_edit("You are running out of turns: answer now from what you have seen.", round_at_least=2)],
         [_code("after_step", "last_chance", _LAST_CHANCE)],
         [{"op": "set_guidance", "text": "Answer as soon as a query result gives what the request asks for."}],
     ],
     "no_mutation": [
         [
-            _skill(
+            skill_edit(
                 "mutate",
                 "For a request to add or change rows, run the INSERT or UPDATE statement first; only then "
                 "answer with Final Answer: [].",
@@ -200,13 +200,17 @@ OPERATORS: dict[str, list[list[dict]]] = {
                 "message": "Columns of `{table_name}`: {headers}. Existing rows look like: {sample_rows}",
             }
         ],
-        [_skill("match_format", "Write new values in the same format as the existing rows (look at a few first).")],
-        [_skill("inspect", "Before an INSERT or UPDATE, run SELECT * FROM the table LIMIT 3 to see value formats.")],
+        [skill_edit("match_format", "Write new values in the same format as the existing rows (look at a few first).")],
+        [
+            skill_edit(
+                "inspect", "Before an INSERT or UPDATE, run SELECT * FROM the table LIMIT 3 to see value formats."
+            )
+        ],
     ],
     "wrong_answer_shape": [
-        [_skill("shape", "Answer with exactly the values asked for, one list element per value, nothing extra.")],
+        [skill_edit("shape", "Answer with exactly the values asked for, one list element per value, nothing extra.")],
         [
-            _recovery(
+            recovery_edit(
                 "If this result answers the request, answer with exactly these values as a list.",
                 last_step_error=False,
                 queries_at_least=1,
@@ -216,7 +220,7 @@ OPERATORS: dict[str, list[list[dict]]] = {
     ],
     "wrong_value": [
         [{"op": "set_guidance", "text": "Copy values exactly as the database returns them into the final answer."}],
-        [_skill("inspect", "Run SELECT * FROM the table LIMIT 3 first, to see the exact names and value formats.")],
+        [skill_edit("inspect", "Run SELECT * FROM the table LIMIT 3 first, to see the exact names and value formats.")],
         [
             {
                 "op": "add_hint",

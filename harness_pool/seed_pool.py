@@ -12,6 +12,13 @@ from __future__ import annotations
 
 from harness_pool.spec import BUILTIN_DIR, Condition, HarnessSpec, HookRule, Provenance, dump_harness, load_harness
 
+
+def _child(h0: HarnessSpec, name: str, edit: str, causes: list[str], **update) -> HarnessSpec:
+    """A sibling of H0 by one edit, with its parent id and provenance (round 0)."""
+    provenance = Provenance(edit=edit, root_causes=causes, round=0)
+    return h0.model_copy(update={"name": name, "parent_ids": [h0.id], "provenance": provenance, **update})
+
+
 FORMAT_REMINDER = (
     "Reminder: end your reply with either 'Action: Operation' and one ```sql block, "
     "or 'Action: Answer' and 'Final Answer: [...]'."
@@ -19,18 +26,9 @@ FORMAT_REMINDER = (
 
 
 def seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
-    def child(name: str, edit: str, causes: list[str], **update) -> HarnessSpec:
-        return h0.model_copy(
-            update={
-                "name": name,
-                "parent_ids": [h0.id],
-                "provenance": Provenance(edit=edit, root_causes=causes, round=0),
-                **update,
-            }
-        )
-
     return [
-        child(
+        _child(
+            h0,
             "schema_rows",
             "show the table's columns and first rows in the task message",
             ["unknown_column", "wrong_value_format"],
@@ -42,21 +40,24 @@ def seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
                 )
             ],
         ),
-        child(
+        _child(
+            h0,
             "format_reminder",
             "remind the action format after every observation and let a malformed reply be retried",
             ["format_error"],
             tool_view=h0.tool_view.model_copy(update={"on_invalid": "warn", "invalid_message": FORMAT_REMINDER}),
             hooks=[HookRule(at="after_step", effect="inject", message=FORMAT_REMINDER)],
         ),
-        child(
+        _child(
+            h0,
             "inspect_first",
             "guide the policy to look at the table before changing it or answering",
             ["wrong_value_format", "answered_without_query"],
             guidance="Before you write an INSERT or UPDATE, or answer, run SELECT * FROM the table with "
             "LIMIT 3 to see the exact column names and how values are written.",
         ),
-        child(
+        _child(
+            h0,
             "query_before_answer",
             "block an answer given before any query has run",
             ["answered_without_query"],
@@ -69,7 +70,8 @@ def seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
                 )
             ],
         ),
-        child(
+        _child(
+            h0,
             "lenient_answer",
             "accept a scalar final answer and retry malformed replies once warned",
             ["format_error", "answer_not_list"],
@@ -86,12 +88,9 @@ TEXTWORLD_FORMAT_REMINDER = "Reminder: end your reply with one line 'Action: <co
 def textworld_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
     """TextWorld siblings, each aimed at one failure family of small models in text games."""
 
-    def child(name: str, edit: str, causes: list[str], **update) -> HarnessSpec:
-        provenance = Provenance(edit=edit, root_causes=causes, round=0)
-        return h0.model_copy(update={"name": name, "parent_ids": [h0.id], "provenance": provenance, **update})
-
     return [
-        child(
+        _child(
+            h0,
             "format_reminder",
             "remind the command format after every observation and let a malformed reply be retried",
             ["format_error"],
@@ -100,20 +99,23 @@ def textworld_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
             ),
             hooks=[HookRule(at="after_step", effect="inject", message=TEXTWORLD_FORMAT_REMINDER)],
         ),
-        child(
+        _child(
+            h0,
             "goal_reminder",
             "repeat the goal after every observation",
             ["round_limit", "repeated_command"],
             hooks=[HookRule(at="after_step", effect="inject", message="Your goal: {goal}")],
         ),
-        child(
+        _child(
+            h0,
             "look_first",
             "guide the policy to look and examine before acting, and to use the exact object names it saw",
             ["inadmissible_command", "stuck_invalid"],
             guidance="Start with 'look'. Use object and exit names exactly as the game writes them; if the game "
             "does not understand a command, look again instead of repeating it.",
         ),
-        child(
+        _child(
+            h0,
             "unstick",
             "after a command the game refused, tell the policy to try a different one",
             ["stuck_invalid", "repeated_command"],
@@ -127,7 +129,8 @@ def textworld_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
                 )
             ],
         ),
-        child(
+        _child(
+            h0,
             "json_tools",
             "the function-calling view: one JSON call act(command) per reply",
             ["format_error"],
@@ -150,26 +153,25 @@ def bfcl_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
     """BFCL siblings, each aimed at one failure family of small models with function calling."""
     from harness_pool.bfcl_rules import FORMAT_REMINDER as BFCL_FORMAT_REMINDER
 
-    def child(name: str, edit: str, causes: list[str], **update) -> HarnessSpec:
-        provenance = Provenance(edit=edit, root_causes=causes, round=0)
-        return h0.model_copy(update={"name": name, "parent_ids": [h0.id], "provenance": provenance, **update})
-
     return [
-        child(
+        _child(
+            h0,
             "format_reminder",
             "remind the protocol after every observation and let a malformed reply be retried",
             ["format_error"],
             tool_view=h0.tool_view.model_copy(update={"on_invalid": "warn", "invalid_message": BFCL_FORMAT_REMINDER}),
             hooks=[HookRule(at="after_step", effect="inject", message=BFCL_FORMAT_REMINDER)],
         ),
-        child(
+        _child(
+            h0,
             "act_first",
             "guide the policy to serve a request with calls before replying",
             ["no_call", "missing_results"],
             guidance="Serve every request by calling the functions it needs, including ones that display "
             "results, before you reply. Reply without calls only when no listed function can serve it.",
         ),
-        child(
+        _child(
+            h0,
             "fix_errors",
             "after a failed call, tell the policy to read the error and call again",
             ["call_error", "unknown_function"],
@@ -183,7 +185,8 @@ def bfcl_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
                 )
             ],
         ),
-        child(
+        _child(
+            h0,
             "json_tools",
             "the JSON function-calling view: calls as JSON objects, reply(text) ends the turn",
             ["format_error"],

@@ -181,11 +181,9 @@ class HarnessSpec(_Frozen):
     @field_validator("benchmark")
     @classmethod
     def _known_benchmark(cls, name: str) -> str:
-        from envs.registry import NAMES
+        from envs.registry import check_name
 
-        if name not in NAMES:
-            raise ValueError(f"unknown benchmark '{name}': use one of {', '.join(NAMES)}")
-        return name
+        return check_name(name)
 
     @model_validator(mode="after")
     def _protocol_fits_benchmark(self) -> HarnessSpec:

@@ -9,6 +9,8 @@ Root causes, most specific first, read from what the trajectory shows:
 
 from __future__ import annotations
 
+from harness_pool.operators import recovery_edit, skill_edit
+
 CAUSES: dict[str, str] = {
     "context_overflow": "the conversation outgrew the model's context",
     "format_error": "a reply broke the command protocol (no 'Action: <command>' line)",
@@ -47,14 +49,6 @@ def root_cause(result) -> str | None:
     return "no_progress"
 
 
-def _skill(name: str, text: str) -> dict:
-    return {"op": "add_skill", "name": name, "text": text}
-
-
-def _recovery(message: str, **when) -> dict:
-    return {"op": "add_recovery_rule", "when": when, "message": message}
-
-
 _UNSTICK = """def hook(ctx, nb):
     if ctx["last_error"] and ctx["round"] >= 2:
         return {"inject": "That did not work. Do not type it again; look, then use the exact names you see."}
@@ -65,8 +59,8 @@ _UNSTICK = """def hook(ctx, nb):
 OPERATORS: dict[str, list[list[dict]]] = {
     "format_error": [
         [{"op": "set_tool_view", "on_invalid": "warn", "invalid_message": FORMAT_REMINDER}],
-        [_recovery(FORMAT_REMINDER)],
-        [_skill("protocol", "Every reply ends with exactly one line: 'Action: <command>'.")],
+        [recovery_edit(FORMAT_REMINDER)],
+        [skill_edit("protocol", "Every reply ends with exactly one line: 'Action: <command>'.")],
     ],
     "context_overflow": [
         [{"op": "set_context", "max_observation_chars": 400}],
@@ -74,34 +68,38 @@ OPERATORS: dict[str, list[list[dict]]] = {
         [{"op": "set_context", "max_observation_chars": 300, "history_window": 6}],
     ],
     "lost": [
-        [_skill("careful", "Before a command that uses up or destroys something, check the goal asks for it.")],
+        [skill_edit("careful", "Before a command that uses up or destroys something, check the goal asks for it.")],
         [{"op": "set_guidance", "text": "Do only what the goal asks; do not eat, drop or break anything else."}],
         [{"op": "add_hint", "at": "on_init", "message": "Your goal: {goal}. Do nothing the goal does not ask for."}],
     ],
     "stuck_invalid": [
         [
-            _recovery(
+            recovery_edit(
                 "The game did not accept that command. Use the exact names of things and exits in the last "
                 "description, or type 'look'.",
                 last_step_error=True,
             )
         ],
-        [_skill("names", "Use object and exit names exactly as the game writes them: 'take red apple', not 'get it'.")],
+        [
+            skill_edit(
+                "names", "Use object and exit names exactly as the game writes them: 'take red apple', not 'get it'."
+            )
+        ],
         [{"op": "add_code_hook", "hook": {"at": "after_step", "name": "unstick", "source": _UNSTICK}}],
     ],
     "repeated_command": [
-        [_skill("no_repeat", "A command that did nothing will do nothing again: try a different one.")],
+        [skill_edit("no_repeat", "A command that did nothing will do nothing again: try a different one.")],
         [
-            _recovery(
+            recovery_edit(
                 "You already tried that. Try a different command that gets you closer to the goal.", round_at_least=3
             )
         ],
-        [_recovery("Your goal: {goal}")],
+        [recovery_edit("Your goal: {goal}")],
     ],
     "no_progress": [
-        [_recovery("Your goal: {goal}")],
+        [recovery_edit("Your goal: {goal}")],
         [
-            _skill(
+            skill_edit(
                 "plan",
                 "Split the goal into steps (go to the room, open the container, take, put) and do them in order.",
             )
