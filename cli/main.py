@@ -51,6 +51,16 @@ app.add_typer(profiles_app, name="profiles")
 console = Console()
 
 
+def warm_start_for(path: str, model: str | None):
+    """The SFT config --warm-start names; it sets the model, so --model/--checkpoint conflict with it."""
+    from configs.schema import ConfigError
+    from tasks.training import sft_config_at
+
+    if model:
+        raise ConfigError("--warm-start already names the model: drop --model/--checkpoint or drop --warm-start")
+    return sft_config_at(path)
+
+
 def _benchmark(name: str) -> str:
     from configs.schema import ConfigError
     from envs.registry import NAMES
@@ -176,6 +186,10 @@ def eval_cmd(
             help="Checkpoint name from the registry to evaluate (also the label recorded with every trajectory)"
         ),
     ] = None,
+    warm_start: Annotated[
+        Optional[str],
+        typer.Option(help="SFT config (configs/sft_*.yaml) whose checkpoint to evaluate; built on first use"),
+    ] = None,
     tiers: Annotated[
         Optional[str], typer.Option(help="Training-split tiers when --split train, e.g. easy,medium")
     ] = None,
@@ -191,10 +205,15 @@ def eval_cmd(
     set_: Sets = None,
 ):
     """Evaluate a frozen policy under one harness (or Rank-1 routing): Pass@k / Avg@k, every trajectory stored."""
-    from configs.schema import EvalConfig, load_config
+    from configs.schema import ConfigError, EvalConfig, load_config
 
+    sft_cfg = warm_start_for(warm_start, model or checkpoint) if warm_start else None
+    if sft_cfg:
+        from tasks.sft import checkpoint_name
+
+        model = checkpoint = checkpoint_name(sft_cfg)
     overrides = {
-        "env.benchmark": benchmark and _benchmark(benchmark),
+        "env.benchmark": _benchmark(benchmark) if benchmark else sft_cfg and sft_cfg.env.benchmark,
         "split": split,
         "harness": harness,
         "k": k,
@@ -211,10 +230,17 @@ def eval_cmd(
         "profiles_run": profiles_run,
     }
     cfg = load_config(EvalConfig, config, overrides, set_)
-    eval_preflight(cfg, database_url)
+    if sft_cfg and sft_cfg.env.benchmark != cfg.env.benchmark:
+        raise ConfigError(
+            f"the warm start {warm_start} is trained on {sft_cfg.env.benchmark}, not {cfg.env.benchmark}: "
+            f"pass --benchmark {sft_cfg.env.benchmark} or another SFT config"
+        )
+    eval_preflight(cfg, database_url, check_model=not sft_cfg)  # a warm start is built below on first use
     from flows.evaluate import evaluate
+    from flows.sft import ensure_warm_start
 
     try:
+        ensure_warm_start(sft_cfg, database_url)
         result = evaluate(cfg, database_url=database_url)
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; rows already written are kept
         flow_failed("evaluation", exc)

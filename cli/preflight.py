@@ -5,9 +5,9 @@ saying how to fix it (cli/errors.py turns it into exit status 2)."""
 from __future__ import annotations
 
 
-def eval_preflight(cfg, database_url: str | None) -> None:
+def eval_preflight(cfg, database_url: str | None, check_model: bool = True) -> None:
     """Fail fast, before Prefect starts or a model converts, on a broken harness, missing data, an
-    unknown task id or an unreachable database."""
+    unknown task id, an unreachable database or (check_model) a missing policy model."""
     from cli.checks import check_training_split, open_database
     from configs.schema import ConfigError
     from envs.registry import benchmark
@@ -29,7 +29,7 @@ def eval_preflight(cfg, database_url: str | None) -> None:
         for task_id in cfg.task_ids:
             bench_task(cfg.env, task_id)  # an unknown id: one line naming the split
     open_database(database_url, write=True)
-    if cfg.policy.backend == "transformers":
+    if check_model and cfg.policy.backend == "transformers":
         resolve_model(cfg.policy.model)
 
 

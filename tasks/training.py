@@ -76,9 +76,12 @@ def init_checkpoint(cfg: TrainConfig) -> str:
 
 def warm_start_config(cfg: TrainConfig) -> SftConfig | None:
     """The SFT config named by warm_start (relative to the working directory or the repository)."""
-    if not cfg.warm_start:
-        return None
-    path = Path(cfg.warm_start)
+    return sft_config_at(cfg.warm_start) if cfg.warm_start else None
+
+
+def sft_config_at(warm_start: str) -> SftConfig:
+    """An SFT config by path, relative to the working directory or the repository."""
+    path = Path(warm_start)
     if not path.exists() and (CONFIG_DIR.parent / path).exists():
         path = CONFIG_DIR.parent / path
     return load_config(SftConfig, path)

@@ -186,3 +186,15 @@ def test_deploy_and_rerun_name_an_unreachable_prefect_api(tmp_path):
         out = subprocess.run([hs, *args], env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 2 and "Traceback" not in out.stderr
         assert "127.0.0.1:9" in out.stderr and "PREFECT_API_URL" in out.stderr
+
+
+def test_eval_warm_start_conflicts_and_mismatches(tmp_path):
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    warm = ["eval", "--warm-start", "configs/sft_bfcl_smol.yaml", "--database-url", url]
+    text = _one_line_error(runner.invoke(app, [*warm, "--model", "smollm2-135m"]))
+    assert "--warm-start" in text and "--model" in text
+    text = _one_line_error(runner.invoke(app, [*warm, "--benchmark", "textworld"]))
+    assert "bfcl" in text and "--benchmark bfcl" in text
+    text = _one_line_error(runner.invoke(app, ["eval", "--warm-start", str(tmp_path / "none.yaml")]))
+    assert "none.yaml" in text
+    assert not (tmp_path / "hs.db").exists()  # refused before anything was written
