@@ -5,7 +5,10 @@ method can still be asked for unbounded work (`power(base=10, exponent=10**9)`, 
 of precision) or change process-wide state (mpmath's precision is global). So each rollout's
 objects live in their own child process, started with CPU, memory and file-size limits, an empty
 environment and an empty working directory; the parent kills it when a request overruns its
-wall-clock limit. Requests and replies are JSON lines on stdin/stdout:
+wall-clock limit. An audit hook, installed before the first request and irremovable, refuses
+sockets, new processes, signals, library loading and any change to the file system (the APIs
+only simulate files in memory), so a method cannot reach the network or the host even where the
+platform gives no network namespace. Requests and replies are JSON lines on stdin/stdout:
   {"op": "reset", "task": {...}}                          -> {"ok": true}
   {"op": "call", "calls": ["cd(folder='x')", ...]}        -> {"results": ["...", ...]}
   {"op": "end_turn", "turn": i, "truth": [...], "agent_called": bool} -> {"check": {...}}
@@ -24,6 +27,47 @@ def _limit_resources(memory_bytes: int, cpu_seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # no file can grow: the APIs are in memory
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+_REFUSED_EVENTS = frozenset(
+    {
+        "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.sendto",
+        "socket.sendmsg", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+        "os.fork", "os.forkpty", "os.kill", "os.killpg", "ctypes.dlopen", "os.remove", "os.rename",
+        "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.link", "os.symlink", "os.truncate",
+        "os.putenv", "os.unsetenv", "os.chdir", "shutil.rmtree", "shutil.copyfile", "shutil.move",
+        "webbrowser.open", "urllib.Request", "http.client.connect", "ftplib.connect", "smtplib.connect",
+    }
+)
+_WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000  # O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND
+
+
+class Refused(PermissionError):
+    """An API method tried to leave the process's in-memory world."""
+
+
+def _refuse_the_outside(event: str, args: tuple) -> None:
+    if event in _REFUSED_EVENTS:
+        raise Refused(f"{event} is not allowed in the BFCL API process")
+    if event == "open" and len(args) >= 3:
+        mode, flags = args[1], args[2]
+        if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & _WRITE_FLAGS):
+            raise Refused(f"opening {args[0]!r} for writing is not allowed in the BFCL API process")
+
+
+def seal() -> None:
+    """Import what the episodes need, then refuse the outside world for the rest of the process."""
+    import importlib
+
+    import bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker  # noqa: F401 - imported before sealing
+
+    import envs.bfcl.calls  # noqa: F401
+    from envs.bfcl.env import _SOURCE, API_MODULES
+
+    for module in set(API_MODULES.values()):
+        importlib.import_module(f"{_SOURCE}.{module}")
+    sys.dont_write_bytecode = True
+    sys.addaudithook(_refuse_the_outside)
 
 
 class Episode:
@@ -74,6 +118,7 @@ class Episode:
 def main() -> None:
     memory, cpu = int(sys.argv[1]), int(sys.argv[2])
     _limit_resources(memory, cpu)
+    seal()
     episode = None
     for line in sys.stdin:
         request = json.loads(line)

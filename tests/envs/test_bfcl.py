@@ -4,6 +4,8 @@ the per-rollout API process, the call parser, the tool views and whole episodes.
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -81,6 +83,36 @@ def test_the_api_process_sees_none_of_the_parents_environment(monkeypatch):
         assert Path(f"/proc/{worker.proc.pid}/environ").read_bytes() == b""
     finally:
         worker.stop()
+
+
+def test_the_sealed_api_process_refuses_network_processes_and_file_changes(tmp_path):
+    probe = f"""
+import os, socket, subprocess
+from envs.bfcl.worker import seal
+seal()
+from envs.bfcl.env import api_objects_of
+api_objects_of(["GorillaFileSystem", "MathAPI"], {{}}, False)  # the APIs still work once sealed
+attempts = {{
+    "socket": lambda: socket.socket(),
+    "process": lambda: subprocess.run(["true"]),
+    "write": lambda: open({str(tmp_path / "x")!r}, "w"),
+    "remove": lambda: os.remove({str(tmp_path / "keep")!r}),
+}}
+for name, attempt in attempts.items():
+    try:
+        attempt()
+        print(name, "allowed")
+    except PermissionError:
+        print(name, "refused")
+print(open({str(tmp_path / "keep")!r}).read())
+"""
+    (tmp_path / "keep").write_text("still here")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:5] == [
+        "socket refused", "process refused", "write refused", "remove refused", "still here"
+    ]
+    assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.parametrize(
