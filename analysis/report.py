@@ -257,10 +257,10 @@ SECTIONS = [
         "rq4",
         "RQ4: behaviours under H0 and transfer",
         ["rq4", "rq4_differences", "rq4_transfers"],
-        "Share of H0 evaluation trajectories showing each DBBench behaviour; the trained policy's share minus the "
-        "base policy's and GRPO's (95% Newcombe interval, z test; trajectories treated as independent, which "
-        "narrows the interval somewhat since one task's rollouts resemble each other); unseen tasks the base "
-        "policy never solved and the trained policy did, with the behaviours seen there.",
+        "Share of H0 evaluation trajectories showing each of the benchmark's behaviours; the trained policy's "
+        "share minus the base policy's and GRPO's (95% Newcombe interval, z test; trajectories treated as "
+        "independent, which narrows the interval somewhat since one task's rollouts resemble each other); unseen "
+        "tasks the base policy never solved and the trained policy did, with the behaviours seen there.",
     ),
     (
         "rq5",

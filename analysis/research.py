@@ -19,9 +19,8 @@ from sqlalchemy.orm import Session
 from analysis.runs import Method
 from analysis.statistics import Interval, paired_bootstrap, sign_flip_test, two_proportions, verdict, wilson
 from analysis.training import rescue_by_stage
+from envs.registry import behaviours
 
-# The DBBench behaviour detectors (rl/rollout.py behaviour_tags), in report order.
-BEHAVIOURS = ("inspected_first", "repeated_query", "answered_without_query", "rechecked_mutation")
 SIGNALS = (
     "valid_group_ratio",
     "effective_token_ratio",
@@ -260,12 +259,23 @@ def rq3_reanchoring_ablation(stages: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _behaviours_of(session: Session, run_id: str) -> tuple[str, ...]:
+    """The behaviour tags of the run's benchmark (its detectors' TAGS)."""
+    first = _rows(
+        session,
+        "SELECT b.benchmark FROM trajectories t JOIN bench_tasks b ON b.id = t.bench_task_id WHERE t.run_id = :r "
+        "LIMIT 1",
+        r=run_id,
+    )
+    return behaviours(first[0]["benchmark"]) if first else ()
+
+
 def _behaviour_shares(session: Session, run_id: str) -> dict[str, float]:
     shares = {
         r["tag"]: r["share"]
         for r in _rows(session, "SELECT tag, share FROM behaviour_frequencies WHERE run_id = :r", r=run_id)
     }
-    return {tag: shares.get(tag, 0.0) for tag in BEHAVIOURS}
+    return {tag: shares.get(tag, 0.0) for tag in _behaviours_of(session, run_id)}
 
 
 def rq4_policies(methods: list[Method]) -> list[tuple[str, str]]:
@@ -281,7 +291,7 @@ def rq4_policies(methods: list[Method]) -> list[tuple[str, str]]:
 
 
 def rq4_behaviours(session: Session, methods: list[Method]) -> pd.DataFrame:
-    """Share of H0 evaluation trajectories showing each DBBench behaviour, per policy."""
+    """Share of H0 evaluation trajectories showing each of the benchmark's behaviours, per policy."""
     rows = [
         {"behaviour": tag, "policy": label, "share": share}
         for label, run_id in rq4_policies(methods)
@@ -297,7 +307,7 @@ def _behaviour_counts(session: Session, run_id: str) -> tuple[dict[str, int], in
         for r in _rows(session, "SELECT tag, n_tagged FROM behaviour_frequencies WHERE run_id = :r", r=run_id)
     }
     total = _rows(session, "SELECT COUNT(*) AS n FROM trajectories WHERE run_id = :r", r=run_id)[0]["n"]
-    return {tag: tagged.get(tag, 0) for tag in BEHAVIOURS}, int(total)
+    return {tag: tagged.get(tag, 0) for tag in _behaviours_of(session, run_id)}, int(total)
 
 
 def rq4_behaviour_differences(session: Session, methods: list[Method]) -> pd.DataFrame:
@@ -316,7 +326,7 @@ def rq4_behaviour_differences(session: Session, methods: list[Method]) -> pd.Dat
         theirs, n_theirs = _behaviour_counts(session, policies[other])
         if not (n_mine and n_theirs):
             continue
-        for tag in BEHAVIOURS:
+        for tag in (t for t in mine if t in theirs):
             c = two_proportions(mine[tag], n_mine, theirs[tag], n_theirs)
             rows.append(
                 {

@@ -113,3 +113,12 @@ def check_name(name: str) -> str:
     if name not in _BUILDERS:
         raise ValueError(f"unknown benchmark '{name}': use one of {', '.join(NAMES)}")
     return name
+
+
+def behaviours(name: str) -> tuple[str, ...]:
+    """Every behaviour tag the benchmark's detectors can give, in report order (imports only the
+    detectors module, so a report needs no benchmark package installed)."""
+    from importlib import import_module
+
+    check_name(name)
+    return import_module(f"envs.{name}.detectors").TAGS

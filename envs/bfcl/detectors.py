@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from envs.base import CallAction, ReplyAction, Verdict
 
+# Every tag behaviour_tags can give, in the order reports list them.
+TAGS = ("several_calls", "replied_without_call", "call_error", "repeated_call")
+
 
 def behaviour_tags(steps, finished: bool) -> list[str]:
     tags, calls, called_this_turn, replied_empty = [], [], False, False

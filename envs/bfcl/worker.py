@@ -31,12 +31,42 @@ def _limit_resources(memory_bytes: int, cpu_seconds: int) -> None:
 
 _REFUSED_EVENTS = frozenset(
     {
-        "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.sendto",
-        "socket.sendmsg", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-        "os.fork", "os.forkpty", "os.kill", "os.killpg", "ctypes.dlopen", "os.remove", "os.rename",
-        "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.link", "os.symlink", "os.truncate",
-        "os.putenv", "os.unsetenv", "os.chdir", "shutil.rmtree", "shutil.copyfile", "shutil.move",
-        "webbrowser.open", "urllib.Request", "http.client.connect", "ftplib.connect", "smtplib.connect",
+        "socket.__new__",
+        "socket.connect",
+        "socket.bind",
+        "socket.getaddrinfo",
+        "socket.sendto",
+        "socket.sendmsg",
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.kill",
+        "os.killpg",
+        "ctypes.dlopen",
+        "os.remove",
+        "os.rename",
+        "os.rmdir",
+        "os.mkdir",
+        "os.chmod",
+        "os.chown",
+        "os.link",
+        "os.symlink",
+        "os.truncate",
+        "os.putenv",
+        "os.unsetenv",
+        "os.chdir",
+        "shutil.rmtree",
+        "shutil.copyfile",
+        "shutil.move",
+        "webbrowser.open",
+        "urllib.Request",
+        "http.client.connect",
+        "ftplib.connect",
+        "smtplib.connect",
     }
 )
 _WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000  # O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND
@@ -51,7 +81,9 @@ def _refuse_the_outside(event: str, args: tuple) -> None:
         raise Refused(f"{event} is not allowed in the BFCL API process")
     if event == "open" and len(args) >= 3:
         mode, flags = args[1], args[2]
-        if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (isinstance(flags, int) and flags & _WRITE_FLAGS):
+        if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        ):
             raise Refused(f"opening {args[0]!r} for writing is not allowed in the BFCL API process")
 
 

@@ -25,6 +25,10 @@ def _queries(steps) -> list[str]:
     return [action.sql for action, _ in steps if isinstance(action, SqlAction)]
 
 
+# Every tag behaviour_tags can give, in the order reports list them.
+TAGS = ("inspected_first", "repeated_query", "answered_without_query", "rechecked_mutation")
+
+
 def behaviour_tags(steps, answered: bool) -> list[str]:
     """Cheap detectors over the executed SQL.
 

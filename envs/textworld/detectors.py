@@ -24,6 +24,10 @@ def _commands(steps) -> list[tuple[str, bool]]:
     ]
 
 
+# Every tag behaviour_tags can give, in the order reports list them.
+TAGS = ("looked_first", "explored", "repeated_command", "inadmissible_command")
+
+
 def behaviour_tags(steps, finished: bool) -> list[str]:
     commands = _commands(steps)
     tags = []

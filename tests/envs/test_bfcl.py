@@ -19,6 +19,7 @@ from envs.bfcl.calls import CallError, parse_calls  # noqa: E402
 from envs.bfcl.data import CATEGORIES, DATA_SHA256, data_checksums, load_split, split_of  # noqa: E402
 from envs.bfcl.env import BfclEnv  # noqa: E402
 from envs.bfcl.gold import check_gold  # noqa: E402
+from envs.registry import behaviours  # noqa: E402
 from harness_pool.spec import load_harness  # noqa: E402
 from harness_pool.tool_view import parse_action  # noqa: E402
 from rl.policy import Sampling  # noqa: E402
@@ -110,7 +111,11 @@ print(open({str(tmp_path / "keep")!r}).read())
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[:5] == [
-        "socket refused", "process refused", "write refused", "remove refused", "still here"
+        "socket refused",
+        "process refused",
+        "write refused",
+        "remove refused",
+        "still here",
     ]
     assert not (tmp_path / "x").exists()
 
@@ -164,3 +169,4 @@ def test_a_reply_without_calls_fails_with_its_failure_kind_and_tag():
     )
     assert not result.verdict.success and result.failure_kind == "no_call"
     assert "replied_without_call" in result.behaviour_tags
+    assert set(result.behaviour_tags) <= set(behaviours("bfcl"))  # what RQ4 lists

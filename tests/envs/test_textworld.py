@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("textworld")
 
 from envs.base import CommandAction  # noqa: E402
+from envs.registry import behaviours  # noqa: E402
 from envs.textworld.data import (  # noqa: E402
     MAX_RESEEDS,
     RESEED_STRIDE,
@@ -158,6 +159,7 @@ def test_a_looping_episode_fails_with_its_failure_kind_and_tags(games):
     assert not result.verdict.success and result.end_reason == "round_limit"
     assert result.failure_kind == "stuck_invalid"
     assert {"repeated_command", "inadmissible_command"} <= set(result.behaviour_tags)
+    assert set(result.behaviour_tags) <= set(behaviours("textworld"))  # what RQ4 lists
 
 
 @pytest.mark.slow
