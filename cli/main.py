@@ -93,7 +93,9 @@ def db_upgrade(
 @user_errors
 def check_gold(
     benchmark: str = typer.Argument("dbbench"),
-    split: Annotated[str, typer.Option(help="dev or standard (DBBench); train, dev or test (TextWorld, BFCL)")] = "dev",
+    split: Annotated[
+        str, typer.Option(help="dev or standard (DBBench); train, dev or test (TextWorld, BFCL, repair)")
+    ] = "dev",
     backend: Annotated[str, typer.Option(help="DBBench: sqlite or mysql")] = "sqlite",
     limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None,
 ):
@@ -159,6 +161,25 @@ def build_textworld(
     path = build_split(split, limit)
     n = sum(1 for line in path.read_text().splitlines() if line.strip())
     console.print(f"{n} TextWorld {split} games at {split_dir(split)} (index {path.name})")
+
+
+@data_app.command("build-repair")
+@user_errors
+def build_repair(
+    project: Annotated[Optional[str], typer.Option(help="Only this project (toolz, boltons)")] = None,
+    per_file: Annotated[int, typer.Option("--per-file", help="Tasks kept per source module at most")] = 14,
+    seed: Annotated[int, typer.Option(help="Seed of the candidate order")] = 0,
+):
+    """Inject bugs into the pinned projects and keep those their own tests catch (resumable)."""
+    import logging
+
+    from envs.repair.data import build, load_split, task_set_dir
+
+    logging.getLogger("envs.repair.data").setLevel(logging.INFO)
+    logging.basicConfig(format="%(message)s")
+    build(projects=(project,) if project else None, max_per_file=per_file, seed=seed)
+    counts = {split: len(load_split(split)) for split in ("train", "dev", "test")}
+    console.print(f"repair tasks at {task_set_dir()}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 
 @app.command("eval")

@@ -15,6 +15,6 @@ Sets = Annotated[
 BenchmarkOption = Annotated[
     Optional[str],
     typer.Option(
-        "--benchmark", help="Benchmark: dbbench, textworld or bfcl (sets env.benchmark; default: the config's)"
+        "--benchmark", help="Benchmark: dbbench, textworld, bfcl or repair (sets env.benchmark; default: the config's)"
     ),
 ]

@@ -107,7 +107,7 @@ TierName = str
 
 class EnvConfig(_Frozen):
     benchmark: str = Field(
-        default="dbbench", description="Benchmark name (envs/registry.py): dbbench, textworld or bfcl."
+        default="dbbench", description="Benchmark name (envs/registry.py): dbbench, textworld, bfcl or repair."
     )
 
     @field_validator("benchmark")

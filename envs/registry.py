@@ -90,7 +90,26 @@ def _bfcl() -> Benchmark:
     )  # fmt: skip
 
 
-_BUILDERS: dict[str, Callable[[], Benchmark]] = {"dbbench": _dbbench, "textworld": _textworld, "bfcl": _bfcl}
+def _repair() -> Benchmark:
+    from envs.repair import demos, detectors
+    from envs.repair.data import SPLITS, TIERS, load_split
+    from envs.repair.env import RepairEnv
+
+    def load(split, data_dir=None, limit=None, tiers=None):
+        return load_split(split, limit=limit, tiers=tuple(tiers) if tiers else None)
+
+    def make_env(task, env):
+        return RepairEnv(task, max_rounds=env.max_rounds)
+
+    return Benchmark(
+        "repair", SPLITS, TIERS, "dev", "test", load, make_env,
+        lambda task: task.fields(), detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
+    )  # fmt: skip
+
+
+_BUILDERS: dict[str, Callable[[], Benchmark]] = {
+    "dbbench": _dbbench, "textworld": _textworld, "bfcl": _bfcl, "repair": _repair,
+}  # fmt: skip
 _CACHE: dict[str, Benchmark] = {}
 NAMES = tuple(_BUILDERS)
 

@@ -39,6 +39,16 @@ calls in Python call syntax (in a ```python block or bare), e.g. [cd(folder='doc
 with `ast` and literal arguments only (envs/bfcl/calls.py), never evaluated; unparseable calls ->
 invalid "bad_call"; no Action line -> invalid "no_action".
 
+`repair_text_v1` is the repository-repair protocol: one line "Action: <function> <arguments>",
+with list_files [folder], read_file <path> [<start>-<end>], search <text>, run_tests [test ids],
+submit, or replace <path> followed by two fenced blocks, the exact old text then the new text.
+The first Action line decides; an unknown function -> invalid "unknown_function"; missing or
+malformed arguments (no path, a bad line range, fewer than two blocks) -> "bad_arguments".
+
+`repair_json_v1` is its function-calling view: one JSON call {"name": f, "arguments": {...}} with
+the same six functions and their argument names (path, start, end, text, old, new, tests), found
+as in dbbench_json_v1.
+
 `bfcl_json_v1` is its JSON view: one or more objects {"name": f, "arguments": {...}} in reading
 order (nested objects are skipped, not read as calls); the name "reply" with {"text": ...} is the
 reply that ends the turn. No call -> invalid "no_function_call"; arguments that are not an object ->
@@ -257,6 +267,67 @@ def parse_bfcl_json(text: str) -> ParsedAction:
     return ParsedAction("call", CallAction(tuple(out)))
 
 
+_REPAIR_FUNCTIONS = ("list_files", "read_file", "search", "replace", "run_tests", "submit")
+_RANGE = re.compile(r"^(\d+)(?:\s*-\s*(\d+))?$")
+_FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
+
+
+def _repair_call(name: str, kwargs: dict) -> ParsedAction:
+    return ParsedAction("call", CallAction((ToolCall(name, (), kwargs),)))
+
+
+def parse_repair_text(text: str) -> ParsedAction:
+    match = _COMMAND_LINE.search(text or "")
+    if match is None:
+        return ParsedAction("invalid", error="no_action")
+    words = match.group(1).strip().strip("`").split(maxsplit=1)
+    if not words:
+        return ParsedAction("invalid", error="unknown_function")
+    name, rest = words[0].lower().rstrip(":"), (words[1].strip() if len(words) > 1 else "")
+    if name not in _REPAIR_FUNCTIONS:
+        return ParsedAction("invalid", error="unknown_function")
+    if name == "submit":
+        return _repair_call(name, {})
+    if name == "list_files":
+        return _repair_call(name, {"path": rest} if rest else {})
+    if name == "run_tests":
+        return _repair_call(name, {"tests": rest.split()} if rest else {})
+    if name == "search":
+        return _repair_call(name, {"text": rest}) if rest else ParsedAction("invalid", error="bad_arguments")
+    parts = rest.split()
+    if not parts:
+        return ParsedAction("invalid", error="bad_arguments")
+    if name == "read_file":
+        kwargs: dict = {"path": parts[0]}
+        if len(parts) > 1:
+            lines = _RANGE.match("".join(parts[1:]))
+            if lines is None:
+                return ParsedAction("invalid", error="bad_arguments")
+            kwargs["start"] = int(lines.group(1))
+            if lines.group(2):
+                kwargs["end"] = int(lines.group(2))
+        return _repair_call(name, kwargs)
+    blocks = _FENCE.findall(text[match.end() :])
+    if len(parts) != 1 or len(blocks) < 2:
+        return ParsedAction("invalid", error="bad_arguments")
+    return _repair_call(name, {"path": parts[0], "old": blocks[0], "new": blocks[1]})
+
+
+def parse_repair_json(text: str) -> ParsedAction:
+    call = _first_call(text or "")
+    if call is None:
+        return ParsedAction("invalid", error="no_function_call")
+    if call.get("name") not in _REPAIR_FUNCTIONS:
+        return ParsedAction("invalid", error="unknown_function")
+    args = call.get("arguments", {})
+    if isinstance(args, str):
+        args, ok = _json(args)
+        args = args if ok else None
+    if not isinstance(args, dict):
+        return ParsedAction("invalid", error="bad_arguments")
+    return _repair_call(call["name"], args)
+
+
 # protocol -> parser(text, accept_scalar_answer); a benchmark's protocols are named <benchmark>_<view>_v<n>
 PARSERS = {
     "dbbench_text_v1": parse_dbbench_text,
@@ -265,6 +336,8 @@ PARSERS = {
     "textworld_json_v1": lambda text, _scalar: parse_textworld_json(text),
     "bfcl_text_v1": lambda text, _scalar: parse_bfcl_text(text),
     "bfcl_json_v1": lambda text, _scalar: parse_bfcl_json(text),
+    "repair_text_v1": lambda text, _scalar: parse_repair_text(text),
+    "repair_json_v1": lambda text, _scalar: parse_repair_json(text),
 }
 
 

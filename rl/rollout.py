@@ -243,7 +243,7 @@ def _finish(ep: _Episode) -> RolloutResult:
         end_reason=ep.end_reason,
         failure_kind=bench.failure_kind(verdict, ep.end_reason, ep.steps),
         answer=ep.answer,
-        behaviour_tags=bench.behaviour_tags(ep.steps, ep.answer is not None or ep.outcome == "won"),
+        behaviour_tags=bench.behaviour_tags(ep.steps, ep.answer is not None or ep.outcome in ("won", "submitted")),
         seconds_total=time.perf_counter() - ep.started,
         seconds_generate=sum(t.seconds_generate for t in ep.turns),
         seconds_env=sum(t.seconds_env for t in ep.turns),
