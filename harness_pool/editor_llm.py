@@ -36,6 +36,8 @@ BENCHMARK_BLURBS = {
     "textworld": "TextWorld, text adventure games where a language model reaches a goal by typing commands",
     "bfcl": "BFCL multi-turn, where a language model serves a user's successive requests by calling functions "
     "of stateful apps",
+    "repair": "repository repair, where a language model fixes a bug in a real Python project by reading, "
+    "editing and testing its code until the project's failing tests pass",
 }
 EDITOR_SYSTEM_TEMPLATE = """\
 You improve agent harnesses for {blurb}. A harness is data: prompts, a tool \

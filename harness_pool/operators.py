@@ -236,7 +236,11 @@ VARIANTS = 3  # operator variants per cause
 
 
 # Benchmarks whose diagnosis rules and operators live in a module of their own (DBBench's are here).
-RULE_MODULES = {"textworld": "harness_pool.textworld_rules", "bfcl": "harness_pool.bfcl_rules"}
+RULE_MODULES = {
+    "textworld": "harness_pool.textworld_rules",
+    "bfcl": "harness_pool.bfcl_rules",
+    "repair": "harness_pool.repair_rules",
+}
 
 
 def rules_module(benchmark: str):

@@ -1,4 +1,4 @@
-"""Hand-written seed pools of siblings (DBBench, TextWorld), derived from H0 by single edits.
+"""Hand-written seed pools of siblings (DBBench, TextWorld, BFCL, repair), derived from H0 by single edits.
 
 Until evolution exists (and as its round-0 baseline), these siblings let training, rescue and
 the warm-start measurements run. Each one repairs one family of failures that small models
@@ -209,7 +209,85 @@ def bfcl_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
 
 
 BFCL_SEED_POOL = ["format_reminder", "act_first", "fix_errors", "json_tools"]
-_SEEDS = {"dbbench": seed_siblings, "textworld": textworld_seed_siblings, "bfcl": bfcl_seed_siblings}
+
+
+def repair_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
+    """Repair siblings, each aimed at one failure family of small models editing code."""
+    from harness_pool.repair_rules import FORMAT_REMINDER as REPAIR_FORMAT_REMINDER
+
+    return [
+        _child(
+            h0,
+            "format_reminder",
+            "remind the protocol after every observation and let a malformed reply be retried",
+            ["format_error"],
+            tool_view=h0.tool_view.model_copy(update={"on_invalid": "warn", "invalid_message": REPAIR_FORMAT_REMINDER}),
+            hooks=[HookRule(at="after_step", effect="inject", message=REPAIR_FORMAT_REMINDER)],
+        ),
+        _child(
+            h0,
+            "read_first",
+            "guide the policy to read the failing test and the code before it edits",
+            ["edit_refused", "wrong_edit"],
+            guidance="First read the failing test, then read_file the function it calls. Copy the lines you "
+            "change exactly, with their indentation and without line numbers, into the first block of replace.",
+        ),
+        _child(
+            h0,
+            "test_after_edit",
+            "after a successful replace, tell the policy to run the tests before submitting",
+            ["wrong_edit", "broke_other_tests"],
+            hooks=[
+                HookRule(
+                    at="after_step",
+                    when=Condition(observation_matches="^Replaced 1 occurrence"),
+                    effect="inject",
+                    message="You changed the code. Run the tests now (Action: run_tests) before you submit.",
+                )
+            ],
+        ),
+        _child(
+            h0,
+            "fix_errors",
+            "after a refused action, tell the policy how to make it valid",
+            ["edit_refused"],
+            hooks=[
+                HookRule(
+                    at="after_step",
+                    when=Condition(last_step_error=True),
+                    effect="inject",
+                    message="That action was refused. Use paths from list_files, and for replace copy the old "
+                    "lines exactly from read_file.",
+                )
+            ],
+        ),
+        _child(
+            h0,
+            "json_tools",
+            "the JSON function-calling view: one call as a JSON object per reply",
+            ["format_error"],
+            prompts=h0.prompts.model_copy(
+                update={
+                    "system": h0.prompts.system.split("You can use these actions")[0]
+                    + 'Each reply ends with one JSON call {{"name": ..., "arguments": {{...}}}} of these '
+                    "functions:\nlist_files(path), read_file(path, start, end), search(text), "
+                    "replace(path, old, new), run_tests(), submit().\nRead the code before you change it, run "
+                    "the tests after a change, and submit when the tests pass. A reply without a JSON call ends "
+                    "the episode."
+                }
+            ),
+            tool_view=h0.tool_view.model_copy(update={"protocol": "repair_json_v1"}),
+        ),
+    ]
+
+
+REPAIR_SEED_POOL = ["format_reminder", "read_first", "test_after_edit", "fix_errors", "json_tools"]
+_SEEDS = {
+    "dbbench": seed_siblings,
+    "textworld": textworld_seed_siblings,
+    "bfcl": bfcl_seed_siblings,
+    "repair": repair_seed_siblings,
+}
 
 
 def write_seed_pool() -> list[str]:

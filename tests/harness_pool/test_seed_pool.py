@@ -25,3 +25,14 @@ def test_schema_rows_sibling_shows_columns_and_first_rows(data_dir):
     assert events[0]["at"] == "on_init"
     h0_messages, _ = HarnessRuntime(load_harness("h0"), task_fields(task)).opening_messages()
     assert first_row_value not in h0_messages[1]["content"]
+
+
+def test_every_benchmark_seed_pool_on_disk_matches_its_generator():
+    from harness_pool.seed_pool import _SEEDS
+
+    for benchmark, siblings in _SEEDS.items():
+        h0 = load_harness("h0", benchmark)
+        for spec in siblings(h0):
+            on_disk = load_harness(spec.name, benchmark)
+            assert on_disk.id == spec.id, f"{benchmark}/{spec.name}.yaml is stale: run python -m harness_pool.seed_pool"
+            assert on_disk.parent_ids == [h0.id] and on_disk.benchmark == benchmark
