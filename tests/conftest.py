@@ -52,6 +52,19 @@ def train_dir(data_dir, tmp_path_factory) -> Path:
     return root
 
 
+REPAIR_FILES = ("toolz/recipes.py", "toolz/itertoolz.py")  # a dev module and a training module
+
+
+@pytest.fixture(scope="session")
+def repair_generated(tmp_path_factory) -> Path:
+    """A real repair task set: one injected bug in each of two toolz modules (built once per run)."""
+    from envs.repair.data import build
+
+    folder = tmp_path_factory.mktemp("repair")
+    build(generated_dir=folder, projects=("toolz",), files=REPAIR_FILES, max_per_file=1)
+    return folder
+
+
 # Databases: a fresh SQLite file, and a fresh PostgreSQL database per test (marked ``postgres`` and
 # skipped with the reason when 127.0.0.1:5432 does not answer; ``hs_test_<hex>``, dropped afterwards).
 PG_HOST, PG_USER = "127.0.0.1", "postgres"

@@ -22,16 +22,13 @@ from harness_pool.tool_view import parse_action
 from rl.policy import Sampling
 from rl.rollout import RolloutSpec, run_rollouts
 from rl.sft import demo_replies
+from tests.conftest import REPAIR_FILES as FILES
 from tests.doubles import ReplayPolicy
-
-FILES = ("toolz/recipes.py", "toolz/itertoolz.py")  # a dev module and a training module
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("generated")
-    build(generated_dir=folder, projects=("toolz",), files=FILES, max_per_file=1)
-    return folder
+def generated(repair_generated):
+    return repair_generated
 
 
 @pytest.fixture(scope="module")

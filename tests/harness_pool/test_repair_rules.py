@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from envs.repair.data import build, load_split
+from envs.repair.data import load_split
 from envs.repair.env import RepairEnv
 from harness_pool.diagnosis import Cluster
 from harness_pool.operators import VARIANTS, offline_patch
@@ -18,10 +18,8 @@ from tests.doubles import ReplayPolicy
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("generated")
-    build(generated_dir=folder, projects=("toolz",), files=("toolz/itertoolz.py",), max_per_file=1)
-    return load_split("train", generated_dir=folder)[0]
+def task(repair_generated):
+    return load_split("train", generated_dir=repair_generated)[0]
 
 
 def _cause(task, replies: list[str]) -> str | None:
