@@ -276,6 +276,9 @@ def _build_module(p, path, tests, source, repo, tried, journal, max_per_file, se
     baseline_key = (p.name, path, -1, -1, "")
     if baseline_key not in tried:
         run = run_tests(repo, list(tests))
+        if run.error or not run.outcomes:  # not logged: the next build tries again
+            tail = run.output.strip().splitlines()[-3:]
+            raise DataError(f"the tests of {p.name} ({', '.join(tests)}) did not run here ({run.error}): {tail}")
         passing = sorted(t for t, o in run.outcomes.items() if o == "passed")
         record = {"project": p.name, "file": path, "start": -1, "end": -1, "replacement": "", "passing": passing}
         journal.write(json.dumps(record) + "\n")

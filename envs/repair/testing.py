@@ -69,6 +69,7 @@ def _drain(stream, keep: dict) -> None:
 
 def run_tests(repo: Path, tests: list[str], limits: Limits = Limits()) -> TestRun:
     """Run these pytest ids (files, or file::test) in the copy at `repo`; never raises on test code."""
+    repo = Path(repo).resolve()
     limits_json = json.dumps({"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
                               "file_bytes": limits.file_bytes})  # fmt: skip
     started = time.monotonic()
