@@ -18,6 +18,9 @@ export HS_DATA_DIR=${HS_DATA_DIR:-../shared/data}
 OUT=reports/dbbench-main
 EXPORT=$OUT/rows.db
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+if ! grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null; then   # docs/results.md: ~10x slower without
+  log "warning: this CPU has no AMX/AVX-512 bf16: rollouts run in fp32, about 10x slower; one method takes 4-5 h"
+fi
 
 STEPS=(harness_s grpo h0_rescue fixed_mixture random fixed_profiles pool)
 declare -A RUN_NAME=([harness_s]=main-harness-s [grpo]=main-grpo [h0_rescue]=main-h0-rescue
