@@ -1,0 +1,1 @@
+"""Repository repair (the SWE-Gym kind): bugs injected into pinned real projects, judged by their own tests."""
