@@ -4,8 +4,10 @@
 #   sft     the supervised warm start on ground-truth demonstrations (configs/sft_<b>_smol.yaml)
 #   base    the base policy under H0 on a dev subsample (every 3rd task, k = 3, 1 seed): Pass@3 / Avg@3
 #   warm    the warm start, same tasks and budget
-#   dead    dead-group share on training tasks: the warm start, 20 of the training run's tasks, K = 8
+#   dead    dead-group share on training tasks: the warm start, 12 of the training run's tasks, K = 8
 #           rollouts each under H0 (dead share = 1 - Pass@8)
+# Episodes get the training config's round budget (env.max_rounds), so the figures describe the
+# groups training sees.
 #   train   a short `hs train --mode harness_s` (2 updates x 4 tasks, K = 8), then `hs report` on it
 #   evolve  a one-round `hs evolve` (1 parent, 2 children, 8 diagnosis tasks), pool written to /tmp
 # Every step resumes (finished groups, updates and phases are skipped), so running it again continues.
@@ -18,7 +20,8 @@ export HS_DATA_DIR=${HS_DATA_DIR:-../shared/data}
 b=${1:?usage: run.sh textworld|bfcl [gold sft base warm dead train evolve]}; shift
 (($#)) || set -- gold sft base warm dead train evolve
 SFT=configs/sft_${b}_smol.yaml
-DEV=(--benchmark "$b" --split dev --every 3 --k 3 --seeds 1)
+ROUNDS=$(sed -n 's/^  max_rounds: *//p' "configs/train_${b}_smol.yaml")
+DEV=(--benchmark "$b" --split dev --every 3 --k 3 --seeds 1 --set env.max_rounds="$ROUNDS")
 log() { echo "[$(date -u +%H:%M:%S)] $b: $*"; }
 for step in "$@"; do
   log "$step"
@@ -27,8 +30,8 @@ for step in "$@"; do
     sft) $HS sft --config "$SFT" ;;
     base) $HS eval "${DEV[@]}" --set name="$b-base-dev" ;;
     warm) $HS eval "${DEV[@]}" --warm-start "$SFT" --set name="$b-warm-dev" ;;
-    dead) $HS eval --benchmark "$b" --split train --every 6 --limit 20 --k 8 --seeds 1 --warm-start "$SFT" \
-            --set name="$b-warm-train-k8" ;;
+    dead) $HS eval --benchmark "$b" --split train --every 10 --limit 12 --k 8 --seeds 1 --warm-start "$SFT" \
+            --set env.max_rounds="$ROUNDS" --set name="$b-warm-train-k8" ;;
     train)
       $HS train --config "configs/train_${b}_smol.yaml" --updates 2 --batch-tasks 4 \
         --set name="$b-short" --set validation.n_tasks=4
