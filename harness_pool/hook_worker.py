@@ -21,7 +21,6 @@ what the parent sends back in, and the parent sends only that episode's notebook
 
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import os
@@ -33,48 +32,19 @@ import sys
 if __name__ == "__main__":
     sys.path.insert(0, sys.argv[2])
 
+from envs.confinement import confine  # noqa: E402
 from harness_pool.sandbox import HookFailure, SandboxError, SandboxLimits, call_hook, compile_hook  # noqa: E402
 
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 1, 38, 4
-CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
-NOBODY = 65534
 MAX_REQUEST_BYTES = 4 << 20
 MAX_EPISODES = 4096
 
 
-def confine(root: str, limits: SandboxLimits) -> dict:
+def confine_worker(root: str, limits: SandboxLimits) -> dict:
     """Apply every confinement the platform allows; returns what was applied."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    applied: dict = {}
-    applied["die_with_parent"] = libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0) == 0
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    was_root = os.geteuid() == 0
-    flags = CLONE_NEWNET if was_root else CLONE_NEWUSER | CLONE_NEWNET
-    applied["network_namespace"] = libc.unshare(flags) == 0
-    try:
-        os.chroot(root)
-        os.chdir("/")
-        applied["chroot"] = True
-    except OSError:
-        applied["chroot"] = False
-    if was_root:
-        os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-    applied["uid"] = os.getuid()
-    applied["no_new_privs"] = libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-    for name, value in (
-        ("RLIMIT_AS", limits.memory_bytes),
-        ("RLIMIT_FSIZE", 0),
-        ("RLIMIT_CORE", 0),
-        ("RLIMIT_NOFILE", 16),
-        ("RLIMIT_NPROC", 0),
-    ):
-        try:
-            resource.setrlimit(getattr(resource, name), (value, value))
-            applied[name] = value
-        except (ValueError, OSError):
-            applied[name] = None
+    applied = confine(
+        {"RLIMIT_AS": limits.memory_bytes, "RLIMIT_FSIZE": 0, "RLIMIT_CORE": 0, "RLIMIT_NOFILE": 16, "RLIMIT_NPROC": 0},
+        chroot_to=root,
+    )
     os.environ.clear()
     return applied
 
@@ -139,7 +109,7 @@ def _reply(out, payload: dict) -> None:
 
 
 def serve(root: str, memory_bytes: int) -> None:
-    applied = confine(root, SandboxLimits(memory_bytes=memory_bytes))
+    applied = confine_worker(root, SandboxLimits(memory_bytes=memory_bytes))
     worker = Worker()
     stdin, stdout = sys.stdin.buffer, sys.stdout
     _reply(stdout, {"ready": True, "confinement": applied})

@@ -24,16 +24,16 @@ pristine copy before it judges an episode (envs/repair/env.py).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import resource
 import sys
 
+if __name__ == "__main__":  # started as a script with -I: the platform is not on sys.path
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from envs.confinement import confine  # noqa: E402
+
 MARKER = "@@hs-repair-report@@ "
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 1, 38, 4
-CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
-NOBODY = 65534
 MAX_MESSAGE_CHARS = 300
 
 
@@ -49,33 +49,12 @@ def _world_readable(path: str) -> bool:
         path = parent
 
 
-def confine(limits: dict) -> dict:
+def confine_runner(limits: dict) -> dict:
     """Apply every confinement the platform allows; returns what was applied."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    applied = {"die_with_parent": libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0) == 0}
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    was_root = os.geteuid() == 0
-    applied["network_namespace"] = libc.unshare(CLONE_NEWNET if was_root else CLONE_NEWUSER | CLONE_NEWNET) == 0
-    if was_root and all(_world_readable(p) for p in _python_dirs()):
-        os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-    applied["uid"] = os.getuid()
-    applied["no_new_privs"] = libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-    for name, value in (
-        ("RLIMIT_AS", limits["memory_bytes"]),
-        ("RLIMIT_CPU", limits["cpu_seconds"]),
-        ("RLIMIT_FSIZE", limits["file_bytes"]),
-        ("RLIMIT_NOFILE", 256),
-        ("RLIMIT_NPROC", 0),
-        ("RLIMIT_CORE", 0),
-    ):
-        try:
-            resource.setrlimit(getattr(resource, name), (value, value))
-            applied[name] = value
-        except (ValueError, OSError):
-            applied[name] = None
-    return applied
+    rlimits = {"RLIMIT_AS": limits["memory_bytes"], "RLIMIT_CPU": limits["cpu_seconds"],
+               "RLIMIT_FSIZE": limits["file_bytes"], "RLIMIT_NOFILE": 256, "RLIMIT_NPROC": 0,
+               "RLIMIT_CORE": 0}  # fmt: skip
+    return confine(rlimits, drop_to_nobody=all(_world_readable(p) for p in _python_dirs()))
 
 
 def _python_dirs() -> list[str]:
@@ -153,7 +132,7 @@ def _message(text: str) -> str:
 
 def main() -> None:
     repo, limits, tests = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
-    applied = confine(limits)
+    applied = confine_runner(limits)
     os.chdir(repo)
     scratch = os.path.join(repo, ".scratch")
     os.makedirs(scratch, exist_ok=True)

@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envs.repair.runner import MARKER, NOBODY
+from envs.confinement import NOBODY
+from envs.repair.runner import MARKER
 
 RUNNER = Path(__file__).with_name("runner.py")
 OUTPUT_HEAD, OUTPUT_TAIL = 16_384, 262_144

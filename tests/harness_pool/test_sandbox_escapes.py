@@ -231,7 +231,7 @@ def test_the_worker_reports_its_confinement():
 _RAW_ESCAPES = """
 import json, os, socket, sys, tempfile
 sys.path.insert(0, sys.argv[1])
-from harness_pool.hook_worker import confine
+from harness_pool.hook_worker import confine_worker as confine
 from harness_pool.sandbox import SandboxLimits
 root = tempfile.mkdtemp(); os.chmod(root, 0o555)
 sentinel = sys.argv[2]
