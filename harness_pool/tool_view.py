@@ -125,13 +125,10 @@ def parse_dbbench_json(text: str, accept_scalar_answer: bool = False) -> ParsedA
     call = _first_call(text or "")
     if call is None:
         return ParsedAction("invalid", error="no_function_call")
-    name, args = call.get("name"), call.get("arguments", {})
+    name, args = call.get("name"), _arguments(call)
     if name not in ("execute_sql", "submit_answer"):
         return ParsedAction("invalid", error="unknown_function")
-    if isinstance(args, str):
-        args, ok = _json(args)
-        args = args if ok else None
-    if not isinstance(args, dict):
+    if args is None:
         return ParsedAction("invalid", error="bad_arguments")
     if name == "execute_sql":
         sql = args.get("sql")
@@ -176,6 +173,14 @@ def _json(raw: str) -> tuple[object, bool]:
         return None, False
 
 
+def _arguments(call: dict) -> dict | None:
+    """A call's "arguments": an object, or a string holding one (as some chat APIs encode it); else None."""
+    args = call.get("arguments", {})
+    if isinstance(args, str):
+        args, ok = _json(args)
+    return args if isinstance(args, dict) else None
+
+
 _COMMAND_LINE = re.compile(r"^[ \t>*]*action\s*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -199,11 +204,8 @@ def parse_textworld_json(text: str) -> ParsedAction:
         return ParsedAction("invalid", error="no_function_call")
     if call.get("name") != "act":
         return ParsedAction("invalid", error="unknown_function")
-    args = call.get("arguments", {})
-    if isinstance(args, str):
-        args, ok = _json(args)
-        args = args if ok else None
-    if not isinstance(args, dict):
+    args = _arguments(call)
+    if args is None:
         return ParsedAction("invalid", error="bad_arguments")
     command = args.get("command")
     if not isinstance(command, str):
@@ -255,11 +257,8 @@ def parse_bfcl_json(text: str) -> ParsedAction:
         return ParsedAction("invalid", error="no_function_call")
     out = []
     for call in calls:
-        args = call.get("arguments", {})
-        if isinstance(args, str):
-            args, ok = _json(args)
-            args = args if ok else None
-        if not isinstance(args, dict) or not isinstance(call["name"], str):
+        args = _arguments(call)
+        if args is None or not isinstance(call["name"], str):
             return ParsedAction("invalid", error="bad_arguments")
         if call["name"] == "reply":
             return ParsedAction("reply", ReplyAction(str(args.get("text", ""))))
@@ -319,11 +318,8 @@ def parse_repair_json(text: str) -> ParsedAction:
         return ParsedAction("invalid", error="no_function_call")
     if call.get("name") not in _REPAIR_FUNCTIONS:
         return ParsedAction("invalid", error="unknown_function")
-    args = call.get("arguments", {})
-    if isinstance(args, str):
-        args, ok = _json(args)
-        args = args if ok else None
-    if not isinstance(args, dict):
+    args = _arguments(call)
+    if args is None:
         return ParsedAction("invalid", error="bad_arguments")
     return _repair_call(call["name"], args)
 
