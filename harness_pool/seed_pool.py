@@ -19,6 +19,24 @@ def _child(h0: HarnessSpec, name: str, edit: str, causes: list[str], **update) -
     return h0.model_copy(update={"name": name, "parent_ids": [h0.id], "provenance": provenance, **update})
 
 
+def _format_reminder(h0: HarnessSpec, reminder: str, edit: str) -> HarnessSpec:
+    """The sibling that repeats the protocol after every observation and lets a malformed reply be retried."""
+    return _child(
+        h0,
+        "format_reminder",
+        edit,
+        ["format_error"],
+        tool_view=h0.tool_view.model_copy(update={"on_invalid": "warn", "invalid_message": reminder}),
+        hooks=[HookRule(at="after_step", effect="inject", message=reminder)],
+    )
+
+
+def _after_error(h0: HarnessSpec, name: str, edit: str, causes: list[str], message: str) -> HarnessSpec:
+    """A sibling that injects `message` after a step the environment answered with an error."""
+    hook = HookRule(at="after_step", when=Condition(last_step_error=True), effect="inject", message=message)
+    return _child(h0, name, edit, causes, hooks=[hook])
+
+
 FORMAT_REMINDER = (
     "Reminder: end your reply with either 'Action: Operation' and one ```sql block, "
     "or 'Action: Answer' and 'Final Answer: [...]'."
@@ -40,13 +58,8 @@ def seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
                 )
             ],
         ),
-        _child(
-            h0,
-            "format_reminder",
-            "remind the action format after every observation and let a malformed reply be retried",
-            ["format_error"],
-            tool_view=h0.tool_view.model_copy(update={"on_invalid": "warn", "invalid_message": FORMAT_REMINDER}),
-            hooks=[HookRule(at="after_step", effect="inject", message=FORMAT_REMINDER)],
+        _format_reminder(
+            h0, FORMAT_REMINDER, "remind the action format after every observation and let a malformed reply be retried"
         ),
         _child(
             h0,
@@ -89,15 +102,10 @@ def textworld_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
     """TextWorld siblings, each aimed at one failure family of small models in text games."""
 
     return [
-        _child(
+        _format_reminder(
             h0,
-            "format_reminder",
+            TEXTWORLD_FORMAT_REMINDER,
             "remind the command format after every observation and let a malformed reply be retried",
-            ["format_error"],
-            tool_view=h0.tool_view.model_copy(
-                update={"on_invalid": "warn", "invalid_message": TEXTWORLD_FORMAT_REMINDER}
-            ),
-            hooks=[HookRule(at="after_step", effect="inject", message=TEXTWORLD_FORMAT_REMINDER)],
         ),
         _child(
             h0,
@@ -154,13 +162,8 @@ def bfcl_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
     from harness_pool.bfcl_rules import FORMAT_REMINDER as BFCL_FORMAT_REMINDER
 
     return [
-        _child(
-            h0,
-            "format_reminder",
-            "remind the protocol after every observation and let a malformed reply be retried",
-            ["format_error"],
-            tool_view=h0.tool_view.model_copy(update={"on_invalid": "warn", "invalid_message": BFCL_FORMAT_REMINDER}),
-            hooks=[HookRule(at="after_step", effect="inject", message=BFCL_FORMAT_REMINDER)],
+        _format_reminder(
+            h0, BFCL_FORMAT_REMINDER, "remind the protocol after every observation and let a malformed reply be retried"
         ),
         _child(
             h0,
@@ -170,20 +173,12 @@ def bfcl_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
             guidance="Serve every request by calling the functions it needs, including ones that display "
             "results, before you reply. Reply without calls only when no listed function can serve it.",
         ),
-        _child(
+        _after_error(
             h0,
             "fix_errors",
             "after a failed call, tell the policy to read the error and call again",
             ["call_error", "unknown_function"],
-            hooks=[
-                HookRule(
-                    at="after_step",
-                    when=Condition(last_step_error=True),
-                    effect="inject",
-                    message="A call failed. Read its error, use only listed functions with their documented "
-                    "arguments, and call again.",
-                )
-            ],
+            "A call failed. Read its error, use only listed functions with their documented arguments, and call again.",
         ),
         _child(
             h0,
@@ -216,13 +211,10 @@ def repair_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
     from harness_pool.repair_rules import FORMAT_REMINDER as REPAIR_FORMAT_REMINDER
 
     return [
-        _child(
+        _format_reminder(
             h0,
-            "format_reminder",
+            REPAIR_FORMAT_REMINDER,
             "remind the protocol after every observation and let a malformed reply be retried",
-            ["format_error"],
-            tool_view=h0.tool_view.model_copy(update={"on_invalid": "warn", "invalid_message": REPAIR_FORMAT_REMINDER}),
-            hooks=[HookRule(at="after_step", effect="inject", message=REPAIR_FORMAT_REMINDER)],
         ),
         _child(
             h0,
@@ -246,20 +238,13 @@ def repair_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
                 )
             ],
         ),
-        _child(
+        _after_error(
             h0,
             "fix_errors",
             "after a refused action, tell the policy how to make it valid",
             ["edit_refused"],
-            hooks=[
-                HookRule(
-                    at="after_step",
-                    when=Condition(last_step_error=True),
-                    effect="inject",
-                    message="That action was refused. Use paths from list_files, and for replace copy the old "
-                    "lines exactly from read_file.",
-                )
-            ],
+            "That action was refused. Use paths from list_files, and for replace copy the old lines exactly from "
+            "read_file.",
         ),
         _child(
             h0,
