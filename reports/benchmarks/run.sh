@@ -4,8 +4,8 @@
 #   sft     the supervised warm start on ground-truth demonstrations (configs/sft_<b>_smol.yaml)
 #   base    the base policy under H0 on a dev subsample (every 3rd task, k = 3, 1 seed): Pass@3 / Avg@3
 #   warm    the warm start, same tasks and budget
-#   dead    dead-group share on training tasks: the warm start, 12 of the training run's tasks, K = 8
-#           rollouts each under H0 (dead share = 1 - Pass@8)
+#   dead    dead-group share on training tasks: the warm start, 8 of the training run's tasks (every 5th,
+#           so every tier of a 4-tier cycle is drawn), K = 8 rollouts each under H0 (dead share = 1 - Pass@8)
 # Episodes get the training config's round budget (env.max_rounds), so the figures describe the
 # groups training sees.
 #   train   a short `hs train --mode harness_s` (2 updates x 4 tasks, K = 8), then `hs report` on it
@@ -30,7 +30,7 @@ for step in "$@"; do
     sft) $HS sft --config "$SFT" ;;
     base) $HS eval "${DEV[@]}" --set name="$b-base-dev" ;;
     warm) $HS eval "${DEV[@]}" --warm-start "$SFT" --set name="$b-warm-dev" ;;
-    dead) $HS eval --benchmark "$b" --split train --every 10 --limit 12 --k 8 --seeds 1 --warm-start "$SFT" \
+    dead) $HS eval --benchmark "$b" --split train --every 5 --limit 8 --k 8 --seeds 1 --warm-start "$SFT" \
             --set env.max_rounds="$ROUNDS" --set name="$b-warm-train-k8" ;;
     train)
       $HS train --config "configs/train_${b}_smol.yaml" --updates 2 --batch-tasks 4 \
