@@ -174,7 +174,10 @@ def build_repair(
     import logging
 
     from envs.repair.data import build, load_split, task_set_dir
+    from envs.repair.data import project as known_project
 
+    if project:
+        known_project(project)  # an unknown name: one line listing the projects, before anything is fetched
     logging.getLogger("envs.repair.data").setLevel(logging.INFO)
     logging.basicConfig(format="%(message)s")
     build(projects=(project,) if project else None, max_per_file=per_file, seed=seed)

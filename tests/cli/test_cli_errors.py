@@ -198,3 +198,10 @@ def test_eval_warm_start_conflicts_and_mismatches(tmp_path):
     text = _one_line_error(runner.invoke(app, ["eval", "--warm-start", str(tmp_path / "none.yaml")]))
     assert "none.yaml" in text
     assert not (tmp_path / "hs.db").exists()  # refused before anything was written
+
+
+def test_build_repair_names_the_known_projects(tmp_path, monkeypatch):
+    monkeypatch.setenv("HS_GENERATED_DIR", str(tmp_path))
+    text = _one_line_error(runner.invoke(app, ["data", "build-repair", "--project", "numpy"]))
+    assert "numpy" in text and "toolz" in text and "boltons" in text
+    assert not any(tmp_path.iterdir())  # nothing fetched or written
