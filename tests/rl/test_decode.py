@@ -76,10 +76,12 @@ def test_reusing_keys_and_values_across_turns_samples_the_same_tokens(smol_polic
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype,mean_tol,max_tol", [("float32", 1e-5, 1e-4), ("bfloat16", 0.05, 0.5)])
+@pytest.mark.parametrize("dtype,mean_tol,max_tol", [("float32", 1e-4, 1e-3), ("bfloat16", 0.05, 0.5)])
 def test_recorded_logprobs_match_teacher_forcing_of_the_rollout_model(smol_policy, dtype, mean_tol, max_tol):
     """The engine's recorded log-probs of a multi-turn episode against one forward pass of the
-    same model over each whole token sequence. bf16 differs by rounding between code paths."""
+    same model over each whole token sequence. bf16 differs by rounding between code paths; fp32
+    by summation order, which depends on the CPU's kernels (mean 1.7e-5 on an AVX2-only EPYC,
+    under 1e-5 with AVX-512). A real misalignment (wrong position or cache slot) is ~0.1-1."""
     policy = copy.copy(smol_policy)
     if dtype != "float32":
         policy.model = copy.deepcopy(smol_policy.model).to(getattr(torch, dtype))
