@@ -85,7 +85,7 @@ def _fenced_or_braced(text: str) -> str:
     return text[start : end + 1]
 
 
-def _parse_reply(text: str, name: str) -> HarnessPatch:
+def parse_reply(text: str, name: str) -> HarnessPatch:
     try:
         data = json.loads(_fenced_or_braced(text))
     except json.JSONDecodeError as exc:
@@ -160,7 +160,7 @@ class LlmEditor:
             info["attempts"] = attempt
             info["raw"].append(reply[:RAW_CHARS])
             try:
-                patch = _parse_reply(reply, name)
+                patch = parse_reply(reply, name)
                 return patch, apply_patch(parent, patch, round), info
             except ValueError as exc:  # JSON, validation and HarnessError (all ValueError)
                 error = " ".join(str(exc).split())

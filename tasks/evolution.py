@@ -21,6 +21,7 @@ from db import store
 from db.engine import session_scope
 from db.ids import stable_id
 from db.models import EvolutionCandidate, Pool
+from harness_pool.bundles import control_tasks
 from harness_pool.diagnosis import Facts, SqlStep, cluster_causes, root_cause
 from harness_pool.operators import VARIANTS, family_of, offline_patch, rules_module, target_groups
 from harness_pool.patch import apply_patch
@@ -195,12 +196,12 @@ def propose_children(
 ) -> list[dict]:
     """The editor's candidates for one parent, each with its validation tasks: the targeted
     failures plus controls (tasks the parent solved in every diagnosis rollout, see
-    _robust_first). The flow records the rejected patches with their reason (record_rejected),
+    harness_pool.bundles.control_tasks). The flow records the rejected patches with their reason (record_rejected),
     whether this result is fresh or cached. (Prefect's cache key covers
     this function's source only: change this docstring when a helper's rule changes.)"""
     spec = HarnessSpec.model_validate(parent)
     groups = target_groups(_clusters(diagnosis, cfg.diagnose.min_support), benchmark=cfg.env.benchmark)
-    solved = _robust_first(diagnosis, f"{cfg.seed}-{spec.id}")
+    solved = control_tasks(diagnosis["tasks"], f"{cfg.seed}-{spec.id}")
     out, seen = [], set(known_ids)
     for i in range(cfg.children_per_parent if groups else 0):
         # variants rotate with the round: a parent kept for another round gets new children
@@ -255,17 +256,6 @@ def record_rejected(cfg: EvolveConfig, run_id: str, round: int, proposed: list[d
                         details={"error": c["error"], "editor": c["editor"]},
                     )
                 )
-
-
-def _robust_first(diagnosis: dict, seed: str) -> list[str]:
-    """Control candidates: the tasks the parent solved in every diagnosis rollout (seeded order),
-    so a lost control means breakage rather than sampling noise; when it solved none that
-    reliably, the tasks it solved at all, the most reliably solved first."""
-    solved = sorted(t for t, r in diagnosis["tasks"].items() if any(r["successes"]))
-    random.Random(seed).shuffle(solved)
-    rate = {t: sum(r["successes"]) / len(r["successes"]) for t, r in diagnosis["tasks"].items()}
-    robust = [t for t in solved if rate[t] == 1.0]
-    return robust or sorted(solved, key=lambda t: -rate[t])
 
 
 def _family(causes: list[str], benchmark: str) -> str:
