@@ -19,6 +19,7 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from cli import prefect_guard, views  # noqa: E402
+from cli.editor import editor_app  # noqa: E402
 from cli.errors import flow_failed, user_errors  # noqa: E402
 from cli.options import BenchmarkOption, DatabaseUrl, Sets  # noqa: E402
 from cli.pool import pool_app  # noqa: E402
@@ -47,6 +48,7 @@ app.add_typer(traj_app, name="traj")
 app.add_typer(report_app, name="report")
 app.add_typer(harness_app, name="harness")
 app.add_typer(pool_app, name="pool")
+app.add_typer(editor_app, name="editor")
 app.add_typer(profiles_app, name="profiles")
 console = Console()
 

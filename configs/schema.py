@@ -558,3 +558,32 @@ class PoolReportConfig(SampledRunConfig):
     seed: int = Field(default=1, description="Seed for task sampling and rollouts.")
     editor: EditorConfig = Field(default_factory=EditorConfig, description="Unused here (rule diagnosis only).")
     report_dir: str = Field(default=".hs/reports", description="Where the report JSON is written.")
+
+
+class EditorBundlesConfig(TrackedRunConfig):
+    """Evidence bundles for the trainable harness editor (issue 21): the frozen target runs the
+    parent harness k times on sampled training tasks (bundles to learn from) and validation
+    tasks (held-out bundles, never trained on); failures become bundles (harness_pool/bundles.py)."""
+
+    NOT_IDENTITY = TrackedRunConfig.NOT_IDENTITY | {"concurrency"}
+    name: str = Field(default="editor-bundles", description="Run name prefix; the run id derives from the config.")
+    harness: str = Field(default="h0", description="The parent harness every bundle patches.")
+    warm_start: str | None = Field(default=None, description="SFT config whose checkpoint is the frozen target.")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="The frozen target agent's policy.")
+    tiers: list[TierName] | None = Field(default=None, description="Training tiers to sample from.")
+    n_train_tasks: int = Field(default=24, ge=2, description="Training tasks the target runs on (a seeded sample).")
+    n_heldout_tasks: int = Field(default=16, ge=0, description="Validation tasks for held-out bundles.")
+    k: int = Field(default=2, ge=1, le=16, description="Rollouts of the target per task.")
+    min_failures: int = Field(default=2, ge=1, le=8, description="Fewest failing tasks in a bundle.")
+    max_failures: int = Field(default=4, ge=1, le=8, description="Most failing tasks in a bundle.")
+    token_budget: int = Field(default=1200, ge=64, description="Tokens of trajectory text in one bundle, in all.")
+    n_controls: int = Field(default=4, ge=0, description="Tasks the parent solves, kept to catch breakage.")
+    editor: EditorConfig = Field(default_factory=EditorConfig, description="Unused here (rule diagnosis only).")
+    concurrency: int = Field(default=2, ge=1, le=64, description="Harness runs in flight at once.")
+    seed: int = Field(default=0, description="Seed for task sampling, rollouts and bundle choices.")
+
+    @model_validator(mode="after")
+    def _failures_range(self):
+        if self.min_failures > self.max_failures:
+            raise ValueError(f"min_failures ({self.min_failures}) is above max_failures ({self.max_failures})")
+        return self

@@ -406,6 +406,30 @@ class EvolutionCandidate(Base):
         return f"EvolutionCandidate(name={self.name!r}, round={self.round}, status={self.status!r})"
 
 
+class EditorBundle(Base):
+    """An evidence bundle for the trainable harness editor (harness_pool/bundles.py): a parent
+    harness, 2-4 failed trajectories of a frozen target sharing a family of root causes, their
+    causes and the parent's control tasks. ``id`` is the bundle's content hash; ``content`` is
+    the whole bundle, ``trajectory_ids`` the failures it was built from (kept outside the JSON
+    so a query can join them)."""
+
+    __tablename__ = "editor_bundles"
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    benchmark: Mapped[str] = mapped_column(String(64))
+    split: Mapped[str] = mapped_column(String(16))  # train | heldout
+    family: Mapped[str] = mapped_column(String(64))
+    parent_id: Mapped[str] = mapped_column(String(HASH_ID))
+    causes: Mapped[list[Any]] = mapped_column(default=list)
+    trajectory_ids: Mapped[list[Any]] = mapped_column(default=list)
+    content: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"EditorBundle(id={self.id[:12]!r}, split={self.split!r}, family={self.family!r})"
+
+
 class ProfileVersion(Base):
     """A sibling's behaviour profile as induced at one re-anchor (or from a pool report).
 

@@ -1,0 +1,62 @@
+"""`hs editor`: the trainable harness editor (issue 21). Thin commands over flows/editor.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cli.errors import flow_failed, user_errors
+from cli.options import DatabaseUrl, Sets
+
+editor_app = typer.Typer(help="The trainable harness editor: evidence bundles.", no_args_is_help=True)
+console = Console(highlight=False, soft_wrap=True)
+
+
+@editor_app.command("bundles")
+@user_errors
+def bundles_cmd(
+    config: Annotated[
+        Optional[Path], typer.Option(help="YAML config (configs/editor_bundles_dbbench_smol.yaml)")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
+):
+    """Run the frozen target under the parent harness and store its failures as evidence bundles;
+    starting the same command again skips every finished harness run."""
+    from cli.checks import check_training_split, open_database
+    from configs.schema import EditorBundlesConfig, load_config
+    from harness_pool.spec import load_harness
+
+    cfg = load_config(EditorBundlesConfig, config, None, set_)
+    load_harness(cfg.harness, cfg.env.benchmark)
+    check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
+    open_database(database_url, write=True)
+    from flows.editor import editor_bundles
+
+    try:
+        summary = editor_bundles(cfg, database_url=database_url)
+    except Exception as exc:  # noqa: BLE001 - Prefect logged the traceback; finished harness runs are cached
+        flow_failed("bundle building", exc, "start the same command again to resume")
+    print_bundles(summary, database_url)
+
+
+def print_bundles(summary: dict, database_url: str | None) -> None:
+    from tasks.editor import load_bundles
+
+    table = Table(title=f"evidence bundles of {summary['run_id']}")
+    for col in ("split", "bundle", "family", "causes", "failing tasks", "controls"):
+        table.add_column(col, overflow="fold")
+    for split in ("train", "heldout"):
+        for b in load_bundles(summary["run_id"], split, database_url):
+            table.add_row(
+                split, b.id[:12], b.family, ", ".join(b.causes), ", ".join(b.failing_tasks), str(len(b.controls))
+            )
+    console.print(table)
+    for split in ("train", "heldout"):
+        s = summary[split]
+        console.print(f"{split}: {s['tasks']} tasks, {s['failed_tasks']} never solved, {len(s['bundles'])} bundles")
+    console.print("query them: SELECT id, split, family, causes FROM editor_bundles WHERE run_id = '...'")
