@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from harness_pool.bundles import Bundle
 from harness_pool.diagnosis import causes_for
 from harness_pool.editor_llm import SANDBOX_RULES, editor_system, parse_reply
-from harness_pool.patch import HarnessPatch, apply_patch
+from harness_pool.patch import HarnessPatch, apply_patch, patch_format
 from harness_pool.spec import HarnessSpec, harness_yaml
 
 
@@ -41,7 +41,6 @@ def bundle_prompt(bundle: Bundle) -> str:
         for i, f in enumerate(bundle.failures)
     )
     parent = HarnessSpec.model_validate(bundle.parent)
-    schema = json.dumps(HarnessPatch.model_json_schema(), ensure_ascii=False)
     return f"""## Root causes to fix
 {causes}
 
@@ -50,8 +49,8 @@ def bundle_prompt(bundle: Bundle) -> str:
 
 ## Parent harness (YAML)
 {harness_yaml(parent)}
-## Patch format (JSON schema)
-{schema}
+## Patch format
+{patch_format()}
 
 ## Code hook rules
 {SANDBOX_RULES}

@@ -10,7 +10,8 @@ Guard rules act before an action (block it); recovery rules act after a step (in
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+import json
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -209,3 +210,37 @@ def parse_patch(data: dict) -> HarnessPatch:
     except ValidationError as exc:
         where, msg = first_error(exc)
         raise HarnessError(f"invalid patch at '{where}': {msg}") from None
+
+
+def _type_text(annotation) -> str:
+    """A field type in a few words: str, int, bool, a list of literal values, 'or null'."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) is Literal:
+        return " | ".join(json.dumps(a) for a in get_args(annotation))
+    if args and len(args) < len(get_args(annotation)):  # Optional[...]
+        return " | ".join(_type_text(a) for a in args) + " | null"
+    if args:
+        return " | ".join(_type_text(a) for a in args)
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _field_line(name: str, info) -> str:
+    optional = "" if info.is_required() else ", optional"
+    return f"{name} ({_type_text(info.annotation)}{optional}): {info.description or ''}".rstrip(": ")
+
+
+def patch_format() -> str:
+    """The patch format in about 700 tokens (the JSON schema is over 3,000): its top-level keys,
+    every edit op with its fields, and the condition fields, generated from the models."""
+    lines = [
+        'One JSON object: {"description": str, "root_causes": [1-3 cause labels], "edits": [edit, ...]}.',
+        "Edits (by op):",
+    ]
+    for cls in get_args(get_args(Edit)[0]):
+        fields = [_field_line(n, f) for n, f in cls.model_fields.items() if n != "op"]
+        lines.append(f"- {get_args(cls.model_fields['op'].annotation)[0]}: " + "; ".join(fields))
+    cond = [_field_line(n, f) for n, f in Condition.model_fields.items()]
+    lines.append("A condition (when) is an object; every field set must hold: " + "; ".join(cond))
+    hook = [_field_line(n, f) for n, f in CodeHook.model_fields.items()]
+    lines.append("A code hook (hook) is an object: " + "; ".join(hook))
+    return "\n".join(lines)

@@ -108,3 +108,15 @@ def test_the_engineer_reply_becomes_a_child_or_a_one_line_rejection(h0):
     for kind, text in bad.items():
         r = read_reply(text, bundle, "child-2")
         assert not r.valid and r.reason and "\n" not in r.reason, kind
+
+
+def test_the_compact_patch_format_names_every_op_and_condition_field():
+    from typing import get_args
+
+    from harness_pool.patch import Condition, Edit, patch_format
+
+    text = patch_format()
+    for cls in get_args(get_args(Edit)[0]):
+        assert f"- {get_args(cls.model_fields['op'].annotation)[0]}: " in text
+    assert all(f"{name} (" in text for name in Condition.model_fields)
+    assert approx_tokens(text) < 1200  # a fraction of the JSON schema, which a small engineer cannot afford
