@@ -60,3 +60,38 @@ def print_bundles(summary: dict, database_url: str | None) -> None:
         s = summary[split]
         console.print(f"{split}: {s['tasks']} tasks, {s['failed_tasks']} never solved, {len(s['bundles'])} bundles")
     console.print("query them: SELECT id, split, family, causes FROM editor_bundles WHERE run_id = '...'")
+
+
+@editor_app.command("sft")
+@user_errors
+def sft_cmd(
+    config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/editor_sft_dbbench_smol.yaml)")] = None,
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
+):
+    """The engineer's cold start: offline-operator patches for the training bundles, re-run by
+    the frozen target; the validated ones fine-tune the engineer. Resumes like every flow."""
+    from cli.checks import open_database
+    from configs.schema import ConfigError, EditorSftConfig, load_config
+    from tasks.editor_sft import bundles_config
+
+    if config is None:
+        raise ConfigError(
+            "hs editor sft needs --config (e.g. configs/editor_sft_dbbench_smol.yaml): it names the bundles"
+        )
+    cfg = load_config(EditorSftConfig, config, None, set_)
+    bundles_config(cfg)  # a missing or invalid bundle config is a one-line error before anything runs
+    open_database(database_url, write=True)
+    from flows.editor import editor_sft
+
+    try:
+        result = editor_sft(cfg, database_url=database_url)
+    except Exception as exc:  # noqa: BLE001 - Prefect logged the traceback; finished re-runs are cached
+        flow_failed("engineer cold start", exc, "start the same command again to resume")
+    before, after = result["heldout_loss_before"], result["heldout_loss_after"]
+    console.print(
+        f"{result['bundles']} training bundles, {result['candidates']} offline patches, {result['validated']} "
+        f"validated -> engineer checkpoint {result['checkpoint']}"
+        + (f" (held-out loss {before:.3f} -> {after:.3f})" if before is not None else "")
+    )
+    console.print(f"the patches and their outcomes: SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'")

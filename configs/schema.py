@@ -587,3 +587,29 @@ class EditorBundlesConfig(TrackedRunConfig):
         if self.min_failures > self.max_failures:
             raise ValueError(f"min_failures ({self.min_failures}) is above max_failures ({self.max_failures})")
         return self
+
+
+class EditorSftConfig(RunConfig):
+    """The engineer's cold start (issue 21): offline-operator patches for every training bundle
+    are re-run by the frozen target; those that validate become demonstrations (bundle -> patch),
+    and the engineer model is fine-tuned on them (assistant tokens only)."""
+
+    NOT_IDENTITY = RunConfig.NOT_IDENTITY | {"concurrency", "gradient_checkpointing"}
+    name: str = Field(default="engineer-sft", description="Run name prefix; the checkpoint name derives from it.")
+    bundles: str = Field(description="Bundle config (EditorBundlesConfig YAML); its bundles are built on first use.")
+    base_model: str = Field(default="smollm2-135m", description="The engineer model to fine-tune.")
+    variants: int = Field(default=3, ge=1, le=8, description="Offline operator variants tried per bundle.")
+    k: int = Field(default=2, ge=1, le=16, description="Target rollouts per task when a patch is re-run.")
+    min_fixed: int = Field(default=1, ge=1, description="A demonstration fixes at least this many targeted failures.")
+    max_broken: int = Field(default=0, ge=0, description="... and breaks at most this many controls.")
+    heldout_fraction: float = Field(default=0.2, ge=0.0, lt=1.0, description="Demonstrations kept for held-out loss.")
+    steps: int = Field(default=30, ge=1, description="Optimizer updates.")
+    batch_size: int = Field(default=4, ge=1, description="Demonstrations per update.")
+    lr: float = Field(default=1e-4, gt=0.0, le=1.0, description="Peak AdamW learning rate (cosine decay to 0).")
+    lora: bool = Field(default=False, description="Train LoRA adapters (merged into the saved weights).")
+    lora_rank: int = Field(default=16, ge=1, description="LoRA rank when lora is true.")
+    gradient_checkpointing: bool = Field(default=True, description="Recompute activations (long prompts).")
+    device: str = Field(default="cpu", description="Torch device for training.")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(default="auto", description="Compute of forward/backward.")
+    concurrency: int = Field(default=2, ge=1, le=64, description="Patch re-runs in flight at once.")
+    seed: int = Field(default=0, description="Seed for the held-out split and batch order.")

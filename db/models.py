@@ -430,6 +430,36 @@ class EditorBundle(Base):
         return f"EditorBundle(id={self.id[:12]!r}, split={self.split!r}, family={self.family!r})"
 
 
+class EditorPatch(Base):
+    """One patch proposed for an evidence bundle and what it did: an offline operator's or LLM
+    editor's (cold-start candidates, step 0) or one the engineer sampled (GRPO update ``step``,
+    sample ``sample_index``). ``status``: valid (fixed >= min_fixed targeted failures, broke <=
+    max_broken controls), invalid (it ran but did not), rejected (no child harness: ``reason``).
+    ``reward`` = (fixed - broken) / tasks re-run, the lowest reward for a rejected patch."""
+
+    __tablename__ = "editor_patches"
+    __table_args__ = (Index(None, "run_id", "step"),)
+
+    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    bundle_id: Mapped[str] = mapped_column(ForeignKey("editor_bundles.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    sample_index: Mapped[int] = mapped_column(Integer, default=0)
+    source: Mapped[str] = mapped_column(String(64))  # offline-v<variant> | engineer:<checkpoint> | llm:<model>
+    harness_id: Mapped[str | None] = mapped_column(String(HASH_ID))
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    fixed: Mapped[list[Any]] = mapped_column(default=list)
+    broken: Mapped[list[Any]] = mapped_column(default=list)
+    reward: Mapped[float | None] = mapped_column(Float)
+    patch: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
+    reply: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def __repr__(self) -> str:
+        return f"EditorPatch(bundle_id={self.bundle_id[:12]!r}, source={self.source!r}, status={self.status!r})"
+
+
 class ProfileVersion(Base):
     """A sibling's behaviour profile as induced at one re-anchor (or from a pool report).
 

@@ -5,21 +5,47 @@ seeded sample of training tasks and of validation tasks; every failure gets its 
 failing tasks sharing a family of causes become bundles of 2-4 trajectories (training bundles
 to learn from, held-out bundles from validation tasks, never trained on).
 
+editor_sft (the cold start): offline-operator patches for the training bundles, re-run by the
+frozen target; the validated ones are demonstrations for fine-tuning the engineer.
+
 Run: hs editor bundles --config configs/editor_bundles_dbbench_smol.yaml
+     hs editor sft --config configs/editor_sft_dbbench_smol.yaml
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from transformers import AutoTokenizer
 
-from configs.schema import EditorBundlesConfig
+from configs.schema import EditorBundlesConfig, EditorSftConfig
+from flows.evolve import run_harnesses
 from flows.hooks import mark_failed_on_failure
 from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
-from tasks.editor import SPLITS, bundles_run_id, finish_bundles_run, register_bundles_run, store_bundles
+from harness_pool.patch import HarnessPatch
+from harness_pool.spec import HarnessSpec
+from rl.model_store import resolve_model
+from tasks.editor import SPLITS, bundles_run_id, finish_bundles_run, load_bundles, register_bundles_run, store_bundles
+from tasks.editor_sft import (
+    ROLE,
+    bundles_config,
+    editor_sft_run_id,
+    engineer_checkpoint_name,
+    engineer_example,
+    offline_candidates,
+    outcome,
+    record_patches,
+    register_editor_sft_run,
+    train_engineer,
+    write_examples,
+)
 from tasks.evaluation import result_storage
 from tasks.evolution import record_harness_run, run_harness
+from tasks.sft import register_checkpoint
 from tasks.training import warm_start_config
 
 
@@ -49,3 +75,66 @@ def editor_bundles(config: EditorBundlesConfig, database_url: str | None = None)
         logger.info("%s: %d tasks, %d never solved, %d bundles", split, len(task_ids), failed, len(ids))
     finish_bundles_run(run["run_id"], summary, database_url)
     return summary
+
+
+@flow(
+    name="editor-sft",
+    flow_run_name="editor-sft-{config.name}",
+    on_failure=[mark_failed_on_failure(EditorSftConfig, editor_sft_run_id)],
+)
+def editor_sft(config: EditorSftConfig, database_url: str | None = None) -> dict:
+    """Cold start: for every training bundle, offline-operator patches; the frozen target re-runs
+    the bundle's failing tasks and controls under each child; the patches that fixed a failure
+    without breaking a control become demonstrations, and the engineer is fine-tuned on them."""
+    cfg = config
+    logger = get_run_logger()
+    target = bundles_config(cfg)
+    bundle_run = editor_bundles(target, database_url)  # built on first use; cached afterwards
+    run_id = register_editor_sft_run(cfg, database_url, flow_run.get_id())
+    claim_run(run_id, database_url)
+    bundles = load_bundles(bundle_run["run_id"], "train", database_url)
+    candidates = [(b, c) for b in bundles for c in offline_candidates(b, cfg.variants)]
+    runnable = [(b, c) for b, c in candidates if c["spec"] is not None]
+    jobs = [(c["spec"], sorted(set(b.failing_tasks) | set(b.controls)), ROLE, 0, cfg.k) for b, c in runnable]
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()) as bar:
+        runs = run_harnesses(target, jobs, run_id, database_url, bar, bar.add_task("re-run patches", total=len(jobs)))
+    by_candidate = {id(c): r for (_, c), r in zip(runnable, runs)}
+    rows, demos = [], []
+    for b, c in candidates:
+        result = outcome(b, by_candidate.get(id(c)), cfg.min_fixed, cfg.max_broken)
+        rows.append(
+            {
+                "bundle_id": b.id,
+                "step": 0,
+                "sample_index": 0,
+                "source": c["source"],
+                "harness_id": c["spec"] and HarnessSpec.model_validate(c["spec"]).id,
+                "reason": c["reason"],
+                "patch": c["patch"],
+                **result,
+            }
+        )
+        if result["status"] == "valid":
+            demos.append((b, HarnessPatch.model_validate(c["patch"])))
+    record_patches(run_id, rows, database_url)
+    logger.info("%d bundles, %d candidates, %d validated", len(bundles), len(candidates), len(demos))
+    if not demos:
+        raise ValueError(
+            f"no offline patch validated on the {len(bundles)} training bundles: raise n_train_tasks in "
+            f"{cfg.bundles} or variants, or lower min_fixed"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.base_model))
+    path = Path(cfg.results_dir).expanduser().resolve() / "editor-sft" / engineer_checkpoint_name(cfg) / "demos.jsonl"
+    demos_path = write_examples([engineer_example(tokenizer, b, p) for b, p in demos], path)
+    meta = train_engineer(cfg, demos_path, run_id)
+    register_checkpoint(meta, database_url)
+    return {
+        "run_id": run_id,
+        "bundles_run_id": bundle_run["run_id"],
+        "bundles": len(bundles),
+        "candidates": len(candidates),
+        "validated": len(demos),
+        "checkpoint": meta["name"],
+        "heldout_loss_before": meta["heldout_loss_before"],
+        "heldout_loss_after": meta["heldout_loss_after"],
+    }

@@ -45,3 +45,76 @@ def test_bundles_from_the_real_target_are_stored_traceable_and_resumed(tmp_path,
     assert again == summary
     with session_scope(make_engine(url)) as s:
         assert {t.id: t.created_at for t in s.scalars(select(Trajectory)).all()} == created
+
+
+@pytest.mark.slow
+def test_cold_start_keeps_validated_offline_patches_and_fine_tunes_the_engineer(
+    tmp_path, train_dir, prefect_api, monkeypatch
+):
+    """The target is ScalarAnswers (tests/flows/test_evolve_flow.py): right answers written as bare
+    scalars, which H0 rejects (answer_not_list) and a lenient patch accepts, so validation has a
+    known outcome; the engineer is the real model, fine-tuned for 1 step."""
+    import yaml
+
+    from configs.schema import EditorSftConfig
+    from db.models import Checkpoint, EditorPatch
+    from flows.editor import editor_sft
+    from harness_pool.engineer import read_reply
+    from tasks import evolution
+    from tasks.editor import bundle_task_ids, load_bundles
+    from tasks.resources import bench_task
+    from tests.flows.test_evolve_flow import ScalarAnswers
+
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    bundles = dict(
+        n_train_tasks=8,
+        n_heldout_tasks=0,
+        k=1,
+        min_failures=2,
+        max_failures=3,
+        token_budget=200,
+        tiers=["easy"],
+        sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 24},
+        env={"max_rounds": 2},
+        results_dir=str(tmp_path / "results"),
+    )
+    (tmp_path / "bundles.yaml").write_text(yaml.safe_dump(bundles))
+    target = EditorBundlesConfig.model_validate(bundles)
+    tasks = [bench_task(target.env, i) for i in bundle_task_ids(target)["train"]]
+    labels = {t.description: str(t.label[0]) for t in tasks if not t.is_mutation and len(t.label) == 1}
+    assert len(labels) >= 1
+    monkeypatch.setattr(evolution, "get_policy", lambda _: ScalarAnswers(labels))
+    cfg = EditorSftConfig(
+        bundles=str(tmp_path / "bundles.yaml"),
+        variants=3,
+        k=1,
+        steps=1,
+        batch_size=1,
+        heldout_fraction=0.0,
+        results_dir=str(tmp_path / "results"),
+    )
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    result = editor_sft(cfg, database_url=url)
+    assert result["bundles"] >= 1 and result["validated"] >= 1
+    with session_scope(make_engine(url)) as s:
+        rows = s.scalars(select(EditorPatch).where(EditorPatch.run_id == result["run_id"])).all()
+        assert len(rows) == result["candidates"] and sum(r.status == "valid" for r in rows) == result["validated"]
+        for r in rows:
+            bundle = s.get(EditorBundle, r.bundle_id)
+            failing = {f["bench_task_id"] for f in bundle.content["failures"]}
+            assert set(r.fixed) <= failing and r.status in ("valid", "invalid", "rejected")
+            assert r.status != "valid" or (r.fixed and not r.broken and r.reward > 0)
+        assert s.get(Checkpoint, result["checkpoint"]).kind == "engineer_sft"
+    # a demonstration, decoded from its token ids, is a reply the engineer's reader accepts
+    demos = (tmp_path / "results" / "editor-sft" / result["checkpoint"] / "demos.jsonl").read_text().splitlines()
+    import json
+
+    from transformers import AutoTokenizer
+
+    from rl.model_store import resolve_model
+
+    first = json.loads(demos[0])
+    reply = [i for i, m in zip(first["input_ids"], first["loss_mask"]) if m]
+    text = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m")).decode(reply, skip_special_tokens=True)
+    bundle = next(b for b in load_bundles(result["bundles_run_id"], "train", url) if b.id == first["bench_task_id"])
+    assert read_reply(text, bundle, "again").valid
