@@ -95,3 +95,47 @@ def sft_cmd(
         + (f" (held-out loss {before:.3f} -> {after:.3f})" if before is not None else "")
     )
     console.print(f"the patches and their outcomes: SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'")
+
+
+@editor_app.command("train")
+@user_errors
+def train_cmd(
+    config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/editor_train_dbbench_smol.yaml)")] = None,
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
+):
+    """GRPO for the engineer, rewarded by what its patches do to the frozen target; starting the
+    same command again resumes after the last finished update."""
+    from cli.checks import open_database
+    from configs.schema import ConfigError, EditorTrainConfig, load_config
+    from tasks.editor_sft import bundles_config
+    from tasks.editor_train import sft_config
+
+    if config is None:
+        raise ConfigError("hs editor train needs --config (e.g. configs/editor_train_dbbench_smol.yaml)")
+    cfg = load_config(EditorTrainConfig, config, None, set_)
+    bundles_config(sft_config(cfg))  # missing or invalid cold-start / bundle configs: one line, nothing run
+    open_database(database_url, write=True)
+    from flows.editor import editor_train
+
+    try:
+        result = editor_train(cfg, database_url=database_url)
+    except Exception as exc:  # noqa: BLE001 - Prefect logged the traceback; finished updates are saved
+        flow_failed("engineer training", exc, "start the same command again to resume after the last update")
+    table = Table(title=f"engineer GRPO {result['run_id']}")
+    for col in ("update", "reward", "valid", "rejected", "fixed", "broken", "loss"):
+        table.add_column(col)
+    for n, h in enumerate(result["history"]):
+        table.add_row(
+            str(n),
+            f"{h['editor/reward_mean']:.3f}",
+            f"{100 * h['editor/valid_share']:.0f}%",
+            f"{100 * h['editor/rejected_share']:.0f}%",
+            f"{h['editor/fixed_mean']:.2f}",
+            f"{h['editor/broken_mean']:.2f}",
+            f"{h['train/loss']:.4f}",
+        )
+    console.print(table)
+    console.print(
+        f"engineer checkpoint {result['checkpoint']}; its patches: SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'"
+    )

@@ -613,3 +613,28 @@ class EditorSftConfig(RunConfig):
     dtype: Literal["auto", "float32", "bfloat16"] = Field(default="auto", description="Compute of forward/backward.")
     concurrency: int = Field(default=2, ge=1, le=64, description="Patch re-runs in flight at once.")
     seed: int = Field(default=0, description="Seed for the held-out split and batch order.")
+
+
+class EditorTrainConfig(RunConfig):
+    """GRPO for the engineer (issue 21): per update, a batch of training bundles; G patches per
+    bundle sampled from the engineer; each re-run by the frozen target on the bundle's failing
+    tasks and controls; reward = (fixed - broken) / tasks re-run (rejected_reward for a patch
+    that gives no child); the clipped update of rl/grpo.py on the engineer's tokens only."""
+
+    NOT_IDENTITY = RunConfig.NOT_IDENTITY | {"concurrency"}
+    name: str = Field(default="engineer-grpo", description="Run name prefix; the run id derives from the config.")
+    sft: str = Field(description="Cold-start config (EditorSftConfig YAML): its checkpoint starts the engineer.")
+    updates: int = Field(default=4, ge=1, description="GRPO updates.")
+    bundles_per_update: int = Field(default=2, ge=1, description="Training bundles per update (a seeded sample).")
+    group_size: int = Field(default=4, ge=2, le=16, description="G: patches sampled per bundle.")
+    k: int = Field(default=1, ge=1, le=16, description="Target rollouts per task when a patch is re-run.")
+    rejected_reward: float = Field(default=-1.0, le=0.0, description="Reward of a patch that gives no child harness.")
+    temperature: float = Field(default=1.0, gt=0.0, le=2.0, description="Engineer sampling temperature.")
+    max_new_tokens: int = Field(default=384, ge=32, description="Token budget of one engineer reply.")
+    lr: float = Field(default=1e-5, gt=0.0, le=1.0, description="AdamW learning rate.")
+    micro_batch: int = Field(default=1, ge=1, description="Sequences per forward/backward.")
+    gradient_checkpointing: bool = Field(default=True, description="Recompute activations (long prompts).")
+    device: str = Field(default="cpu", description="Torch device of the engineer.")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(default="auto", description="Compute of forward/backward.")
+    concurrency: int = Field(default=2, ge=1, le=64, description="Patch re-runs in flight at once.")
+    seed: int = Field(default=0, description="Seed for bundle batches and engineer sampling.")

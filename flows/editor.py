@@ -10,6 +10,10 @@ frozen target; the validated ones are demonstrations for fine-tuning the enginee
 
 Run: hs editor bundles --config configs/editor_bundles_dbbench_smol.yaml
      hs editor sft --config configs/editor_sft_dbbench_smol.yaml
+     hs editor train --config configs/editor_train_dbbench_smol.yaml
+
+editor_train (GRPO): per update, G patches per training bundle sampled from the engineer, each
+re-run by the frozen target; reward = (fixed - broken) / tasks re-run; the clipped update.
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from transformers import AutoTokenizer
 
-from configs.schema import EditorBundlesConfig, EditorSftConfig
+from configs.schema import EditorBundlesConfig, EditorSftConfig, EditorTrainConfig
 from flows.evolve import run_harnesses
 from flows.hooks import mark_failed_on_failure
 from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
+from harness_pool.engineer import read_reply
 from harness_pool.patch import HarnessPatch
 from harness_pool.spec import HarnessSpec
 from rl.model_store import resolve_model
@@ -42,6 +47,18 @@ from tasks.editor_sft import (
     register_editor_sft_run,
     train_engineer,
     write_examples,
+)
+from tasks.editor_train import ROLE as ROLE_RERUN
+from tasks.editor_train import (
+    batch_of,
+    drop_engineer,
+    editor_train_run_id,
+    finished_updates,
+    register_editor_train_run,
+    sample_patches,
+    save_engineer,
+    sft_config,
+    update_engineer,
 )
 from tasks.evaluation import result_storage
 from tasks.evolution import record_harness_run, run_harness
@@ -138,3 +155,80 @@ def editor_sft(config: EditorSftConfig, database_url: str | None = None) -> dict
         "heldout_loss_before": meta["heldout_loss_before"],
         "heldout_loss_after": meta["heldout_loss_after"],
     }
+
+
+@flow(
+    name="editor-train",
+    flow_run_name="editor-train-{config.name}",
+    on_failure=[mark_failed_on_failure(EditorTrainConfig, editor_train_run_id)],
+)
+def editor_train(config: EditorTrainConfig, database_url: str | None = None) -> dict:
+    """GRPO for the engineer: for each update, a batch of training bundles; G sampled patches per
+    bundle; the frozen target re-runs each child on the bundle's failing tasks and controls;
+    reward = (fixed - broken) / tasks (rejected patches: the lowest reward); one clipped update."""
+    cfg = config
+    logger = get_run_logger()
+    start = sft_config(cfg)
+    cold = editor_sft(start, database_url)  # the engineer's starting checkpoint, built on first use
+    target = bundles_config(start)
+    run_id = register_editor_train_run(cfg, database_url, flow_run.get_id())
+    claim_run(run_id, database_url)
+    bundles = load_bundles(cold["bundles_run_id"], "train", database_url)
+    by_id = {b.id: b for b in bundles}
+    source = f"engineer:{cold['checkpoint']}"
+    history = []
+    for step in range(finished_updates(cfg, run_id), cfg.updates):
+        batch = batch_of(cfg, bundles, step)
+        samples = sample_patches(cfg, run_id, step, batch, [b.id for b in batch])
+        readings = [
+            read_reply(s["text"], by_id[s["bundle_id"]], f"engineer-s{step}-{n}") for n, s in enumerate(samples)
+        ]
+        runnable = [(s, r) for s, r in zip(samples, readings) if r.valid]
+        jobs = [
+            (r.child.model_dump(mode="json"), _rerun_tasks(by_id[s["bundle_id"]]), ROLE_RERUN, step, cfg.k)
+            for s, r in runnable
+        ]
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()) as bar:
+            bar_id = bar.add_task(f"update {step}: re-run patches", total=len(jobs))
+            runs = run_harnesses(target, jobs, run_id, database_url, bar, bar_id)
+        run_of = {id(s): run for (s, _), run in zip(runnable, runs)}
+        rows, rewards = [], []
+        for s, r in zip(samples, readings):
+            result = outcome(by_id[s["bundle_id"]], run_of.get(id(s)), start.min_fixed, start.max_broken)
+            if result["status"] == "rejected":
+                result["reward"] = cfg.rejected_reward
+            rewards.append(result["reward"])
+            rows.append(
+                {
+                    "bundle_id": s["bundle_id"],
+                    "step": step,
+                    "sample_index": s["sample_index"],
+                    "source": source,
+                    "harness_id": r.child.id if r.child else None,
+                    "reason": r.reason,
+                    "patch": r.patch.model_dump(mode="json") if r.patch else None,
+                    "reply": s["text"],
+                    **result,
+                }
+            )
+        record_patches(run_id, rows, database_url)
+        details = [
+            {k: row[k] for k in ("bundle_id", "sample_index", "status", "fixed", "broken", "reward")} for row in rows
+        ]
+        metrics = update_engineer(cfg, run_id, step, samples, rewards, details, database_url)
+        history.append(metrics)
+        logger.info(
+            "update %d: reward %.3f, valid %.0f%%, rejected %.0f%%",
+            step,
+            metrics["editor/reward_mean"],
+            100 * metrics["editor/valid_share"],
+            100 * metrics["editor/rejected_share"],
+        )
+    meta = save_engineer(cfg, run_id)  # a finished run's checkpoint is kept, not saved again
+    register_checkpoint(meta, database_url)
+    drop_engineer(run_id)
+    return {"run_id": run_id, "checkpoint": meta["name"], "updates": cfg.updates, "history": history}
+
+
+def _rerun_tasks(bundle) -> list[str]:
+    return sorted(set(bundle.failing_tasks) | set(bundle.controls))

@@ -118,3 +118,46 @@ def test_cold_start_keeps_validated_offline_patches_and_fine_tunes_the_engineer(
     text = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m")).decode(reply, skip_special_tokens=True)
     bundle = next(b for b in load_bundles(result["bundles_run_id"], "train", url) if b.id == first["bench_task_id"])
     assert read_reply(text, bundle, "again").valid
+
+    # GRPO from that cold start: sampled patches are read, re-run or rejected, scored and recorded
+    from configs.schema import EditorTrainConfig
+    from db.models import TrainStep
+    from flows.editor import editor_train
+    from tasks import editor_train as train_tasks
+
+    (tmp_path / "sft.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    grpo = EditorTrainConfig(
+        sft=str(tmp_path / "sft.yaml"),
+        updates=1,
+        bundles_per_update=1,
+        group_size=2,
+        max_new_tokens=48,
+        results_dir=str(tmp_path / "results"),
+    )
+    trained = editor_train(grpo, database_url=url)
+    assert len(trained["history"]) == 1 and trained["history"][0]["editor/rejected_share"] <= 1.0
+    with session_scope(make_engine(url)) as s:
+        patches = s.scalars(select(EditorPatch).where(EditorPatch.run_id == trained["run_id"])).all()
+        assert len(patches) == 2 and all(p.source.startswith("engineer:") and p.reply is not None for p in patches)
+        for p in patches:  # a rejected patch has its reason and the lowest reward; a run one its outcome
+            assert (p.status == "rejected") == (p.harness_id is None)
+            assert p.status != "rejected" or (p.reason and p.reward == -1.0)
+        step = s.scalars(select(TrainStep).where(TrainStep.run_id == trained["run_id"])).one()
+        assert step.mode == "editor_grpo" and len(step.details["patches"]) == 2
+        assert s.get(Checkpoint, trained["checkpoint"]).kind == "engineer_grpo"
+    monkeypatch.setattr(train_tasks, "engineer", lambda *_: pytest.fail("a finished run sampled again"))
+    assert editor_train(grpo, database_url=url)["checkpoint"] == trained["checkpoint"]
+
+
+def test_engineer_sequences_carry_group_relative_advantages_on_reply_tokens_only():
+    from tasks.editor_train import sequences
+
+    samples = [
+        {"bundle_id": b, "sample_index": i, "prompt_ids": [1, 2, 3], "token_ids": [7, 8], "logprobs": [-0.1, -0.2]}
+        for b in ("x", "y")
+        for i in range(2)
+    ]
+    seqs = sequences(samples, [1.0, -1.0, 0.5, 0.5])
+    assert [s.advantage for s in seqs] == pytest.approx([1.0, -1.0, 0.0, 0.0])  # y's equal rewards teach nothing
+    assert seqs[0].input_ids == [1, 2, 3, 7, 8] and seqs[0].loss_mask == [0, 0, 0, 1, 1]
+    assert seqs[0].rollout_logprobs[3:] == [-0.1, -0.2] and seqs[0].group_key == "x"
