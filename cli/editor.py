@@ -137,5 +137,6 @@ def train_cmd(
         )
     console.print(table)
     console.print(
-        f"engineer checkpoint {result['checkpoint']}; its patches: SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'"
+        f"engineer checkpoint {result['checkpoint']}; its patches: "
+        f"SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'"
     )
