@@ -463,12 +463,14 @@ class TrainConfig(TrackedRunConfig):
 
 
 class EditorConfig(_Frozen):
-    kind: Literal["offline", "openai", "anthropic"] = Field(
+    kind: Literal["offline", "openai", "anthropic", "trained"] = Field(
         default="offline",
         description="offline: parameterised edit operators keyed to root causes (no API); openai: any "
-        "OpenAI-compatible chat API; anthropic: the Anthropic Messages API.",
+        "OpenAI-compatible chat API; anthropic: the Anthropic Messages API; trained: an engineer checkpoint "
+        "(hs editor sft / hs editor train) run locally.",
     )
     model: str | None = Field(default=None, description="Model name for the openai/anthropic editor.")
+    checkpoint: str | None = Field(default=None, description="Engineer checkpoint name for the trained editor.")
     base_url: str | None = Field(default=None, description="API base URL (openai: required for local servers).")
     api_key_env: str | None = Field(
         default=None, description="Environment variable with the API key; default OPENAI_API_KEY / ANTHROPIC_API_KEY."
@@ -482,9 +484,15 @@ class EditorConfig(_Frozen):
 
     @model_validator(mode="after")
     def _api_needs_model(self) -> EditorConfig:
-        if self.kind != "offline" and not self.model:
+        if self.kind in ("openai", "anthropic") and not self.model:
             raise ValueError(f"editor.kind {self.kind} needs editor.model (the API's model name)")
+        if self.kind == "trained" and not self.checkpoint:
+            raise ValueError("editor.kind trained needs editor.checkpoint (an engineer checkpoint: hs editor train)")
         return self
+
+    @property
+    def uses_api(self) -> bool:
+        return self.kind in ("openai", "anthropic")
 
 
 class DiagnoseConfig(_Frozen):

@@ -68,12 +68,12 @@ def engineer_messages(bundle: Bundle) -> list[dict[str, str]]:
     ]
 
 
-def read_reply(reply: str, bundle: Bundle, name: str) -> Reading:
+def read_reply(reply: str, bundle: Bundle, name: str, round: int | None = None) -> Reading:
     """The child harness an engineer reply proposes for `bundle`, or why it is rejected."""
     parent = HarnessSpec.model_validate(bundle.parent)
     try:
         patch = parse_reply(reply, name)
-        return Reading(patch, apply_patch(parent, patch), None)
+        return Reading(patch, apply_patch(parent, patch, round), None)
     except ValueError as exc:  # JSON, schema, sandbox and no-op errors (HarnessError is a ValueError)
         return Reading(None, None, " ".join(str(exc).split()))
 

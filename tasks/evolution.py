@@ -148,7 +148,7 @@ def run_harness(
             store.replace_group(session, group)
             trajs = sorted(group.trajectories, key=lambda x: x.sample_index)
             causes = [rule_cause(r, t, tr.id) for r, tr in zip(res, trajs)]
-            if cfg.editor.kind != "offline" and cfg.editor.llm_diagnosis:
+            if cfg.editor.uses_api and cfg.editor.llm_diagnosis:
                 from tasks.llm_editing import llm_causes
 
                 causes = llm_causes(cfg, res, causes)
@@ -279,6 +279,10 @@ def _edit(
             return apply_patch(parent, patch, round), None, {"kind": "offline"}
         except HarnessError as exc:
             return None, str(exc), {"kind": "offline"}
+    if cfg.editor.kind == "trained":
+        from tasks.engineer_editing import engineer_child
+
+        return engineer_child(cfg, parent, target, name, round, diagnosis, database_url)
     from tasks.llm_editing import llm_child
 
     return llm_child(cfg, parent, target, name, round, diagnosis, database_url)

@@ -156,6 +156,25 @@ def test_pool_report_and_evolve_fail_fast_on_bad_input(tmp_path):
     assert "'rounds'" in text and "greater than or equal to 1" in text
     text = _one_line_error(runner.invoke(app, ["evolve", "--set", "editor.kind=openai"]))
     assert "editor.model" in text
+    text = _one_line_error(runner.invoke(app, ["evolve", "--set", "editor.kind=trained"]))
+    assert "editor.checkpoint" in text
+
+
+def test_editor_commands_fail_fast_on_bad_input(tmp_path):
+    text = _one_line_error(runner.invoke(app, ["editor", "sft"]))
+    assert "--config" in text
+    sft = tmp_path / "sft.yaml"
+    sft.write_text(f"bundles: {tmp_path / 'missing.yaml'}\n")
+    text = _one_line_error(runner.invoke(app, ["editor", "sft", "--config", str(sft)]))
+    assert "missing.yaml" in text
+    train = tmp_path / "train.yaml"
+    train.write_text(f"sft: {sft}\ngroup_size: 1\n")
+    text = _one_line_error(runner.invoke(app, ["editor", "train", "--config", str(train)]))
+    assert "group_size" in text
+    bundles = tmp_path / "bundles.yaml"
+    bundles.write_text("min_failures: 4\nmax_failures: 2\n")
+    text = _one_line_error(runner.invoke(app, ["editor", "bundles", "--config", str(bundles)]))
+    assert "min_failures" in text
 
 
 def test_pipeline_commands_reject_bad_input_before_starting(tmp_path):

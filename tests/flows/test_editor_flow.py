@@ -161,3 +161,30 @@ def test_engineer_sequences_carry_group_relative_advantages_on_reply_tokens_only
     assert [s.advantage for s in seqs] == pytest.approx([1.0, -1.0, 0.0, 0.0])  # y's equal rewards teach nothing
     assert seqs[0].input_ids == [1, 2, 3, 7, 8] and seqs[0].loss_mask == [0, 0, 0, 1, 1]
     assert seqs[0].rollout_logprobs[3:] == [-0.1, -0.2] and seqs[0].group_key == "x"
+
+
+@pytest.mark.slow
+def test_evolution_proposes_children_with_an_engineer_checkpoint(tmp_path, train_dir, prefect_api):
+    """editor.kind trained: each candidate's failures become a bundle the engineer (here the base
+    model, which rarely writes a valid patch) answers; its reply is recorded with the outcome."""
+    from db.models import EvolutionCandidate
+    from flows.evolve import evolve
+    from tests.flows.test_evolve_flow import evolve_cfg
+
+    cfg = evolve_cfg(
+        tmp_path,
+        rounds=1,
+        children_per_parent=1,
+        diagnose={"n_tasks": 3, "k": 1, "min_support": 1},
+        editor={"kind": "trained", "checkpoint": "smollm2-135m", "max_tokens": 64},
+    )
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    evolve(cfg, database_url=url)
+    with session_scope(make_engine(url)) as s:
+        cands = s.scalars(select(EvolutionCandidate)).all()
+    assert len(cands) == 1 and cands[0].editor == "trained"
+    c = cands[0]
+    editor = c.details["editor"]
+    assert editor["kind"] == "trained" and editor["checkpoint"] == "smollm2-135m" and editor["raw"]
+    assert c.status in ("valid", "invalid", "rejected")
+    assert c.status != "rejected" or c.details["error"]
