@@ -140,3 +140,54 @@ def train_cmd(
         f"engineer checkpoint {result['checkpoint']}; its patches: "
         f"SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'"
     )
+
+
+@editor_app.command("compare")
+@user_errors
+def compare_cmd(
+    config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/editor_train_dbbench_smol.yaml)")] = None,
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
+):
+    """On held-out bundles: offline operators vs the SFT-only engineer vs the GRPO engineer (builds
+    the bundles, cold start and GRPO run first when missing; every step resumes)."""
+    from cli.checks import open_database
+    from configs.schema import ConfigError, EditorTrainConfig, load_config
+    from tasks.editor_sft import bundles_config
+    from tasks.editor_train import sft_config
+
+    if config is None:
+        raise ConfigError("hs editor compare needs --config (e.g. configs/editor_train_dbbench_smol.yaml)")
+    cfg = load_config(EditorTrainConfig, config, None, set_)
+    bundles_config(sft_config(cfg))
+    open_database(database_url, write=True)
+    from flows.editor import editor_compare
+
+    try:
+        table = editor_compare(cfg, database_url=database_url)
+    except Exception as exc:  # noqa: BLE001 - Prefect logged the traceback; finished steps are cached
+        flow_failed("editor comparison", exc, "start the same command again to resume")
+    print_comparison(table)
+
+
+def print_comparison(table: dict) -> None:
+    out = Table(title=f"editors on {table['bundles']} held-out bundles ({table['run_id']})")
+    for col in ("editor", "patches", "static check [95%]", "validated [95%]", "fixed", "broken", "best-patch success"):
+        out.add_column(col)
+    for e in table["editors"]:
+        s, v = e["static_pass"], e["validated"]
+        out.add_row(
+            e["editor"],
+            str(e["patches"]),
+            f"{100 * s[0]:.0f}% [{100 * s[1]:.0f}, {100 * s[2]:.0f}]",
+            f"{100 * v[0]:.0f}% [{100 * v[1]:.0f}, {100 * v[2]:.0f}]",
+            f"{e['fixed_mean']:.2f}",
+            f"{e['broken_mean']:.2f}",
+            f"{100 * e['best_success']:.1f}%",
+        )
+    console.print(out)
+    console.print(f"the parent harness alone: {100 * table['parent_success']:.1f}% of the bundles' tasks")
+    for name, (estimate, low, high, words) in table["best_success_differences"].items():
+        console.print(
+            f"best-patch success, {name}: {100 * estimate:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}], {words}"
+        )

@@ -415,6 +415,21 @@ def report(
     )
 
 
+@report_app.command("editor")
+@user_errors
+def report_editor(
+    run_id: Annotated[str, typer.Argument(help="Editor comparison run id (hs editor compare prints it)")],
+    database_url: DatabaseUrl = None,
+):
+    """The editor comparison of a run: static-check and validation shares, fixed/broken per patch,
+    best-patch success per editor, with intervals."""
+    from cli.checks import open_database
+    from cli.editor import print_comparison
+    from tasks.editor_compare import editor_table
+
+    print_comparison(editor_table(run_id, open_database(database_url, write=False)))
+
+
 @report_app.command("training")
 @user_errors
 def report_training(

@@ -12,6 +12,9 @@ Run: hs editor bundles --config configs/editor_bundles_dbbench_smol.yaml
      hs editor sft --config configs/editor_sft_dbbench_smol.yaml
      hs editor train --config configs/editor_train_dbbench_smol.yaml
 
+editor_compare: on held-out bundles, offline operators vs the SFT-only engineer vs the GRPO
+engineer (hs editor compare; hs report editor RUN prints it again from the database).
+
 editor_train (GRPO): per update, G patches per training bundle sampled from the engineer, each
 re-run by the frozen target; reward = (fixed - broken) / tasks re-run; the clipped update.
 """
@@ -35,6 +38,8 @@ from harness_pool.patch import HarnessPatch
 from harness_pool.spec import HarnessSpec
 from rl.model_store import resolve_model
 from tasks.editor import SPLITS, bundles_run_id, finish_bundles_run, load_bundles, register_bundles_run, store_bundles
+from tasks.editor_compare import ROLE as ROLE_COMPARE
+from tasks.editor_compare import editor_table, finish_compare_run, register_compare_run, sample_replies
 from tasks.editor_sft import (
     ROLE,
     bundles_config,
@@ -232,3 +237,59 @@ def editor_train(config: EditorTrainConfig, database_url: str | None = None) -> 
 
 def _rerun_tasks(bundle) -> list[str]:
     return sorted(set(bundle.failing_tasks) | set(bundle.controls))
+
+
+@flow(name="editor-compare", flow_run_name="editor-compare-{config.name}")
+def editor_compare(config: EditorTrainConfig, database_url: str | None = None) -> dict:
+    """On held-out bundles (never trained on): the offline operators' patches, G patches of the
+    SFT-only engineer and G of the GRPO engineer, all re-run by the frozen target; every patch and
+    its outcome is recorded, and the summary per editor is returned (analysis/editor.py)."""
+    cfg = config
+    trained = editor_train(cfg, database_url)  # everything before it is built first, on first use
+    start = sft_config(cfg)
+    target = bundles_config(start)
+    run_id = register_compare_run(cfg, database_url, flow_run.get_id())
+    claim_run(run_id, database_url)
+    heldout = load_bundles(bundles_run_id(target), "heldout", database_url)
+    if not heldout:
+        raise ValueError(f"no held-out bundles: raise n_heldout_tasks in {start.bundles}")
+    proposals = []  # (bundle, source, sample index, spec or None, reason, patch json, reply)
+    for b in heldout:
+        for c in offline_candidates(b, start.variants):
+            proposals.append((b, c["source"], 0, c["spec"], c["reason"], c["patch"], None))
+    ids = [b.id for b in heldout]
+    for label, checkpoint in (("sft", engineer_checkpoint_name(start)), ("grpo", trained["checkpoint"])):
+        replies = sample_replies(cfg, checkpoint, heldout, ids)
+        for n, reply in enumerate(replies):
+            b, i = heldout[n // cfg.group_size], n % cfg.group_size
+            r = read_reply(reply, b, f"{label}-{b.id[:8]}-{i}")
+            patch = r.patch.model_dump(mode="json") if r.patch else None
+            spec = r.child.model_dump(mode="json") if r.child else None
+            proposals.append((b, f"engineer-{label}:{checkpoint}", i, spec, r.reason, patch, reply))
+    runnable = [p for p in proposals if p[3] is not None]
+    jobs = [(p[3], _rerun_tasks(p[0]), ROLE_COMPARE, 0, start.k) for p in runnable]
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()) as bar:
+        runs = run_harnesses(target, jobs, run_id, database_url, bar, bar.add_task("re-run patches", total=len(jobs)))
+    run_of = {id(p): run for p, run in zip(runnable, runs)}
+    rows = []
+    for p in proposals:
+        b, source, i, spec, reason, patch, reply = p
+        result = outcome(b, run_of.get(id(p)), start.min_fixed, start.max_broken)
+        harness_id = HarnessSpec.model_validate(spec).id if spec else None
+        rows.append(
+            {
+                "bundle_id": b.id,
+                "step": 0,
+                "sample_index": i,
+                "source": source,
+                "harness_id": harness_id,
+                "reason": reason,
+                "patch": patch,
+                "reply": reply,
+                **result,
+            }
+        )
+    record_patches(run_id, rows, database_url)
+    table = editor_table(run_id, database_url)
+    finish_compare_run(run_id, table, database_url)
+    return table

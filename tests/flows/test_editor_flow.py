@@ -68,7 +68,7 @@ def test_cold_start_keeps_validated_offline_patches_and_fine_tunes_the_engineer(
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
     bundles = dict(
         n_train_tasks=8,
-        n_heldout_tasks=0,
+        n_heldout_tasks=4,
         k=1,
         min_failures=2,
         max_failures=3,
@@ -147,6 +147,17 @@ def test_cold_start_keeps_validated_offline_patches_and_fine_tunes_the_engineer(
         assert s.get(Checkpoint, trained["checkpoint"]).kind == "engineer_grpo"
     monkeypatch.setattr(train_tasks, "engineer", lambda *_: pytest.fail("a finished run sampled again"))
     assert editor_train(grpo, database_url=url)["checkpoint"] == trained["checkpoint"]
+
+    # the comparison on held-out bundles: offline operators, the SFT engineer, the GRPO engineer
+    from flows.editor import editor_compare
+
+    table = editor_compare(grpo, database_url=url)
+    editors = {e["editor"]: e for e in table["editors"]}
+    assert set(editors) == {"offline", "sft", "grpo"} and table["bundles"] >= 1
+    assert editors["sft"]["patches"] == editors["grpo"]["patches"] == 2 * table["bundles"]
+    with session_scope(make_engine(url)) as s:
+        compared = s.scalars(select(EditorPatch).where(EditorPatch.run_id == table["run_id"])).all()
+        assert {s.get(EditorBundle, p.bundle_id).split for p in compared} == {"heldout"}
 
 
 def test_engineer_sequences_carry_group_relative_advantages_on_reply_tokens_only():
