@@ -28,7 +28,7 @@ from harness_pool.bundles import Bundle
 from harness_pool.engineer import engineer_messages
 from rl.grpo import group_advantages
 from rl.policy import Sampling
-from rl.precision import resolve_dtype
+from rl.precision import resolve_dtype, rollout_copy, sync_weights
 from rl.train_batch import TrainSequence
 from rl.trainer import TorchTrainer, TrainerSettings
 from tasks.editor_sft import engineer_checkpoint_name
@@ -98,10 +98,15 @@ def engineer(cfg: EditorTrainConfig, run_id: str) -> tuple:
                 dtype=resolve_dtype(cfg.dtype, cfg.device),
             )
             trainer = TorchTrainer(policy.model, settings, policy.pad_id)
-            policy.model = trainer.model
             state = state_dir(cfg, run_id) / "trainer.pt"
             if finished_updates(cfg, run_id) and state.exists():
                 trainer.load_state(state)
+            sampling_dtype = resolve_dtype("auto", cfg.device)  # a bf16 copy samples where bf16 is fast
+            if sampling_dtype == "float32":
+                policy.model = trainer.model
+            else:
+                policy.model = rollout_copy(trainer.export_model(), sampling_dtype)
+                policy.dtype = sampling_dtype
             _HANDLES[run_id] = (policy, trainer)
         return _HANDLES[run_id]
 
@@ -186,8 +191,10 @@ def update_engineer(
     database_url: str | None,
 ) -> dict:
     """One GRPO update of the engineer; then its state, the progress and the step's row."""
-    _, trainer = engineer(cfg, run_id)
+    policy, trainer = engineer(cfg, run_id)
     stats = trainer.update(sequences(samples, rewards))
+    if policy.model is not trainer.model:  # the sampling copy follows the trained weights
+        sync_weights(trainer.export_model(), policy.model)
     folder = state_dir(cfg, run_id)
     trainer.save_state(folder / "trainer.pt")
     n = max(len(details), 1)
