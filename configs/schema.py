@@ -283,6 +283,14 @@ def load_config(
         raise ConfigError(describe_error(exc, where)) from None
 
 
+def load_config_at(model: type[BaseModel], path: str | Path) -> BaseModel:
+    """A config another config names by path, relative to the working directory or the repository."""
+    p = Path(path)
+    if not p.exists() and (CONFIG_DIR.parent / p).exists():
+        p = CONFIG_DIR.parent / p
+    return load_config(model, p)
+
+
 def describe_error(exc: ValidationError, where: str) -> str:
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err["loc"]) or "(top level)"

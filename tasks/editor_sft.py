@@ -14,7 +14,7 @@ from pathlib import Path
 
 from prefect import task
 
-from configs.schema import CONFIG_DIR, EditorBundlesConfig, EditorSftConfig, SftConfig, load_config
+from configs.schema import EditorBundlesConfig, EditorSftConfig, SftConfig, load_config_at
 from db import store
 from db.engine import session_scope
 from db.ids import stable_id
@@ -33,10 +33,7 @@ ROLE = "editor-validate"
 
 
 def bundles_config(cfg: EditorSftConfig) -> EditorBundlesConfig:
-    path = Path(cfg.bundles)
-    if not path.exists() and (CONFIG_DIR.parent / path).exists():
-        path = CONFIG_DIR.parent / path
-    return load_config(EditorBundlesConfig, path)
+    return load_config_at(EditorBundlesConfig, cfg.bundles)
 
 
 def engineer_checkpoint_name(cfg: EditorSftConfig) -> str:

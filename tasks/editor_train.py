@@ -19,7 +19,7 @@ import torch
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from configs.schema import EditorSftConfig, EditorTrainConfig, load_config
+from configs.schema import EditorSftConfig, EditorTrainConfig, load_config_at
 from db import store
 from db.engine import session_scope
 from db.ids import stable_id
@@ -40,12 +40,7 @@ _HANDLES: dict[str, tuple] = {}
 
 
 def sft_config(cfg: EditorTrainConfig) -> EditorSftConfig:
-    from configs.schema import CONFIG_DIR
-
-    path = Path(cfg.sft)
-    if not path.exists() and (CONFIG_DIR.parent / path).exists():
-        path = CONFIG_DIR.parent / path
-    return load_config(EditorSftConfig, path)
+    return load_config_at(EditorSftConfig, cfg.sft)
 
 
 def editor_train_run_id(cfg: EditorTrainConfig) -> str:

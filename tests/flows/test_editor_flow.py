@@ -10,22 +10,27 @@ from db.engine import make_engine, session_scope
 from db.models import EditorBundle, Run, Trajectory
 
 
+def tiny_bundles(tmp_path, **changes) -> dict:
+    """Bundle settings at test size: easy tasks, k = 1, short replies, 2 rounds."""
+    return (
+        dict(
+            k=1,
+            min_failures=2,
+            token_budget=300,
+            tiers=["easy"],
+            sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 24},
+            env={"max_rounds": 2},
+            results_dir=str(tmp_path / "results"),
+        )
+        | changes
+    )
+
+
 @pytest.mark.slow
 def test_bundles_from_the_real_target_are_stored_traceable_and_resumed(tmp_path, train_dir, prefect_api):
     from flows.editor import editor_bundles
 
-    cfg = EditorBundlesConfig(
-        n_train_tasks=4,
-        n_heldout_tasks=2,
-        k=1,
-        min_failures=2,
-        max_failures=2,
-        token_budget=300,
-        tiers=["easy"],
-        sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 24},
-        env={"max_rounds": 2},
-        results_dir=str(tmp_path / "results"),
-    )
+    cfg = EditorBundlesConfig.model_validate(tiny_bundles(tmp_path, n_train_tasks=4, n_heldout_tasks=2, max_failures=2))
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     summary = editor_bundles(cfg, database_url=url)
     assert summary["train"]["tasks"] == 4 and summary["heldout"]["tasks"] == 2
@@ -66,18 +71,7 @@ def test_cold_start_keeps_validated_offline_patches_and_fine_tunes_the_engineer(
     from tests.flows.test_evolve_flow import ScalarAnswers
 
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
-    bundles = dict(
-        n_train_tasks=8,
-        n_heldout_tasks=4,
-        k=1,
-        min_failures=2,
-        max_failures=3,
-        token_budget=200,
-        tiers=["easy"],
-        sampling={"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 24},
-        env={"max_rounds": 2},
-        results_dir=str(tmp_path / "results"),
-    )
+    bundles = tiny_bundles(tmp_path, n_train_tasks=8, n_heldout_tasks=4, max_failures=3, token_budget=200)
     (tmp_path / "bundles.yaml").write_text(yaml.safe_dump(bundles))
     target = EditorBundlesConfig.model_validate(bundles)
     tasks = [bench_task(target.env, i) for i in bundle_task_ids(target)["train"]]
