@@ -24,6 +24,6 @@ for step in "$@"; do
     train) $HS editor train --config configs/editor_train_dbbench_smol.yaml ;;
     compare) $HS editor compare --config configs/editor_train_dbbench_smol.yaml ;;
     *) echo "unknown step '$step'; steps: bundles sft train compare" >&2; exit 2 ;;
-  esac 2>&1 | grep -v -e "Loading weights" -e "de-quantizing" | tee "$OUT/$step.txt"
+  esac 2>&1 | grep -v -e "Loading weights" -e "de-quantizing" -e "Finished in state Completed" -e "Writing model shards" | tee "$OUT/$step.txt"
   log "$step took $(($(date +%s) - start)) s" | tee -a "$OUT/$step.txt"
 done
