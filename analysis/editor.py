@@ -61,9 +61,9 @@ def best_success(rows: list[PatchRow], sizes: dict[str, tuple[int, int]]) -> dic
 
 
 def summarise(rows: list[PatchRow], sizes: dict[str, tuple[int, int]]) -> list[EditorSummary]:
-    """One summary per editor, in the order offline, sft, grpo, then others by name.
+    """One summary per editor, in the order offline, llm, sft, grpo, then others by name.
     `sizes`: bundle id -> (failing tasks, controls)."""
-    order = {"offline": 0, "sft": 1, "grpo": 2}
+    order = {"offline": 0, "llm": 1, "sft": 2, "grpo": 3}
     out = []
     for editor in sorted({r.editor for r in rows}, key=lambda e: (order.get(e, 9), e)):
         mine = [r for r in rows if r.editor == editor]

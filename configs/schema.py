@@ -615,6 +615,9 @@ class EditorSftConfig(RunConfig):
     bundles: str = Field(description="Bundle config (EditorBundlesConfig YAML); its bundles are built on first use.")
     base_model: str = Field(default="smollm2-135m", description="The engineer model to fine-tune.")
     variants: int = Field(default=3, ge=1, le=8, description="Offline operator variants tried per bundle.")
+    llm: EditorConfig | None = Field(
+        default=None, description="An LLM editor whose patches also become demonstrations (and join the comparison)."
+    )
     k: int = Field(default=2, ge=1, le=16, description="Target rollouts per task when a patch is re-run.")
     min_fixed: int = Field(default=1, ge=1, description="A demonstration fixes at least this many targeted failures.")
     max_broken: int = Field(default=0, ge=0, description="... and breaks at most this many controls.")

@@ -46,6 +46,7 @@ from tasks.editor_sft import (
     editor_sft_run_id,
     engineer_checkpoint_name,
     engineer_example,
+    llm_candidates,
     offline_candidates,
     outcome,
     record_patches,
@@ -116,6 +117,11 @@ def editor_sft(config: EditorSftConfig, database_url: str | None = None) -> dict
     claim_run(run_id, database_url)
     bundles = load_bundles(bundle_run["run_id"], "train", database_url)
     candidates = [(b, c) for b in bundles for c in offline_candidates(b, cfg.variants)]
+    if cfg.llm is not None:  # the LLM editor's patches are candidates too
+        by_id = {b.id: b for b in bundles}
+        candidates += [
+            (by_id[c["bundle_id"]], c) for c in llm_candidates(cfg, bundles, [b.id for b in bundles], "train")
+        ]
     runnable = [(b, c) for b, c in candidates if c["spec"] is not None]
     jobs = [(c["spec"], sorted(set(b.failing_tasks) | set(b.controls)), ROLE, 0, cfg.k) for b, c in runnable]
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn()) as bar:
@@ -242,8 +248,9 @@ def _rerun_tasks(bundle) -> list[str]:
 @flow(name="editor-compare", flow_run_name="editor-compare-{config.name}")
 def editor_compare(config: EditorTrainConfig, database_url: str | None = None) -> dict:
     """On held-out bundles (never trained on): the offline operators' patches, G patches of the
-    SFT-only engineer and G of the GRPO engineer, all re-run by the frozen target; every patch and
-    its outcome is recorded, and the summary per editor is returned (analysis/editor.py)."""
+    SFT-only engineer and G of the GRPO engineer (and the LLM editor's when the cold start has
+    one), all re-run by the frozen target; every patch and its outcome is recorded, and the
+    summary per editor is returned (analysis/editor.py)."""
     cfg = config
     trained = editor_train(cfg, database_url)  # everything before it is built first, on first use
     start = sft_config(cfg)
@@ -258,6 +265,10 @@ def editor_compare(config: EditorTrainConfig, database_url: str | None = None) -
         for c in offline_candidates(b, start.variants):
             proposals.append((b, c["source"], 0, c["spec"], c["reason"], c["patch"], None))
     ids = [b.id for b in heldout]
+    if start.llm is not None:
+        by_id = {b.id: b for b in heldout}
+        for c in llm_candidates(start, heldout, ids, "heldout"):
+            proposals.append((by_id[c["bundle_id"]], c["source"], 0, c["spec"], c["reason"], c["patch"], None))
     for label, checkpoint in (("sft", engineer_checkpoint_name(start)), ("grpo", trained["checkpoint"])):
         replies = sample_replies(cfg, checkpoint, heldout, ids)
         for n, reply in enumerate(replies):

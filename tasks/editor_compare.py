@@ -100,7 +100,7 @@ def editor_table(run_id: str, database_url: str | None) -> dict:
     parent = sum(c / (f + c) for f, c in sizes.values()) / len(sizes)
     table["parent_success"] = parent
     comparisons = {}
-    for a, b in (("grpo", "sft"), ("grpo", "offline"), ("sft", "offline")):
+    for a, b in (("grpo", "sft"), ("grpo", "offline"), ("sft", "offline"), ("grpo", "llm")):
         found = compare_best(rows, sizes, a, b)
         if found:
             interval, words = found

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from configs.schema import EditorBundlesConfig, EditorSftConfig, SftConfig, load_config_at
 from db import store
@@ -87,6 +88,42 @@ def offline_candidates(bundle: Bundle, variants: int) -> list[dict]:
                 "patch": patch.model_dump(mode="json"),
                 "spec": child.model_dump(mode="json"),
                 "reason": None,
+            }
+        )
+    return out
+
+
+@task(
+    name="llm-candidates",
+    cache_policy=(INPUTS - "cfg" - "bundles") + TASK_SOURCE,
+    persist_result=True,
+    task_run_name="llm-{split}",
+)
+def llm_candidates(cfg: EditorSftConfig, bundles: list[Bundle], bundle_ids: list[str], split: str) -> list[dict]:
+    """One patch per bundle from the configured LLM editor (one repair round, as in evolution),
+    as candidates like `offline_candidates`' (source 'llm:MODEL'); persisted, so a resumed run
+    does not call the API again."""
+    from harness_pool.editor_llm import LlmEditor
+    from harness_pool.llm import make_chat
+
+    e = cfg.llm
+    editor = LlmEditor(make_chat(e.kind, e.model, e.base_url, e.api_key_env, e.temperature, e.max_tokens))
+    out = []
+    for b in bundles:
+        support: dict[str, list[str]] = {}
+        for f in b.failures:
+            support.setdefault(f.cause, []).append(f.bench_task_id)
+        clusters = [Cluster(c, support.get(c, []), []) for c in b.causes]
+        name = f"{b.family}-{b.id[:8]}-llm"
+        parent = HarnessSpec.model_validate(b.parent)
+        patch, child, info = editor.propose(parent, clusters, [f.text for f in b.failures], 0, name)
+        out.append(
+            {
+                "bundle_id": b.id,
+                "source": f"llm:{e.model}",
+                "patch": patch.model_dump(mode="json") if patch else None,
+                "spec": child.model_dump(mode="json") if child else None,
+                "reason": None if child else (info["errors"] or ["no patch"])[-1],
             }
         )
     return out

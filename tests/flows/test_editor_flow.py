@@ -78,8 +78,16 @@ def test_cold_start_keeps_validated_offline_patches_and_fine_tunes_the_engineer(
     labels = {t.description: str(t.label[0]) for t in tasks if not t.is_mutation and len(t.label) == 1}
     assert len(labels) >= 1
     monkeypatch.setattr(evolution, "get_policy", lambda _: ScalarAnswers(labels))
+    # an LLM editor (a local stand-in speaking the chat-completions protocol) proposes a patch per bundle
+    from tests.harness_pool.test_llm_editor import _serve, fenced, openai_body
+
+    lenient = {"description": "accept scalar answers", "root_causes": ["answer_not_list"]}
+    lenient["edits"] = [{"op": "set_tool_view", "accept_scalar_answer": True}]
+    server = _serve("/v1/chat/completions", openai_body, [fenced(lenient)] * 12)
+    url_llm = f"http://127.0.0.1:{server.server_address[1]}/v1"
     cfg = EditorSftConfig(
         bundles=str(tmp_path / "bundles.yaml"),
+        llm={"kind": "openai", "model": "editor-model", "base_url": url_llm, "api_key_env": "HS_TEST_NO_SUCH_KEY"},
         variants=3,
         k=1,
         steps=1,
@@ -99,6 +107,8 @@ def test_cold_start_keeps_validated_offline_patches_and_fine_tunes_the_engineer(
             assert set(r.fixed) <= failing and r.status in ("valid", "invalid", "rejected")
             assert r.status != "valid" or (r.fixed and not r.broken and r.reward > 0)
         assert s.get(Checkpoint, result["checkpoint"]).kind == "engineer_sft"
+        llm_rows = [r for r in rows if r.source == "llm:editor-model"]
+        assert len(llm_rows) == result["bundles"] and any(r.status == "valid" for r in llm_rows)
     # a demonstration, decoded from its token ids, is a reply the engineer's reader accepts
     demos = (tmp_path / "results" / "editor-sft" / result["checkpoint"] / "demos.jsonl").read_text().splitlines()
     import json
@@ -147,7 +157,9 @@ def test_cold_start_keeps_validated_offline_patches_and_fine_tunes_the_engineer(
 
     table = editor_compare(grpo, database_url=url)
     editors = {e["editor"]: e for e in table["editors"]}
-    assert set(editors) == {"offline", "sft", "grpo"} and table["bundles"] >= 1
+    assert set(editors) == {"offline", "llm", "sft", "grpo"} and table["bundles"] >= 1
+    server.shutdown()
+    server.server_close()
     assert editors["sft"]["patches"] == editors["grpo"]["patches"] == 2 * table["bundles"]
     with session_scope(make_engine(url)) as s:
         compared = s.scalars(select(EditorPatch).where(EditorPatch.run_id == table["run_id"])).all()
