@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session
 from db.models import Run
 
 REPORTABLE_KINDS = ("pipeline", "train")
+# runs an export takes by themselves: a pool report, and the trainable editor's runs
+STANDALONE_KINDS = ("pool_report", "editor_bundles", "editor_sft", "editor_train", "editor_compare")
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,8 @@ def pool_reports(session: Session, ids_or_names: list[str]) -> list[tuple[str, d
 
 def export_runs(session: Session, ids_or_names: list[str]) -> set[str]:
     """Every run id an export of these runs needs: a pipeline or training run with its training and
-    evaluation runs (as a report reads them), a pool-report run by itself."""
-    pools = {key: _run_of_kind(session, key, ("pool_report",)) for key in ids_or_names}
+    evaluation runs (as a report reads them), a pool-report or editor run by itself."""
+    pools = {key: _run_of_kind(session, key, STANDALONE_KINDS) for key in ids_or_names}
     methods = [key for key, run in pools.items() if run is None]
     ids = {run.id for run in pools.values() if run is not None}
     return ids | (runs_of(resolve_methods(session, methods[0], methods[1:])) if methods else set())

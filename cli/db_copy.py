@@ -28,7 +28,7 @@ def copy_cmd(
         Optional[list[str]],
         typer.Option(
             help="Only this pipeline or training run (id or name) with its training and evaluation runs, or "
-            "this pool-report run; repeat for more. Harnesses and bench tasks are always copied."
+            "this pool-report or editor run (hs editor); repeat for more. Harnesses and bench tasks are always copied."
         ),
     ] = None,
     turns: Annotated[

@@ -4,6 +4,8 @@
 #   sft       the engineer's cold start on validated offline-operator patches (configs/editor_sft_dbbench_smol.yaml)
 #   train     GRPO for the engineer (configs/editor_train_dbbench_smol.yaml)
 #   compare   offline operators vs SFT engineer vs GRPO engineer on held-out bundles
+#   export    the four runs' rows (no turns) into rows.db.xz, which `hs report editor RUN --database-url
+#             sqlite:///reports/editor-dbbench/rows.db` reads after `xz -dk reports/editor-dbbench/rows.db.xz`
 # Each command builds what it needs first and resumes (finished harness runs, checkpoints and
 # updates are skipped), so running the script again continues. Outputs go to reports/editor-dbbench/*.txt.
 #   bash reports/editor-dbbench/run.sh                 # every step, in this order
@@ -12,8 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 HS=${HS:-.venv/bin/hs}
 export HS_DATA_DIR=${HS_DATA_DIR:-../shared/data}
+export COLUMNS=${COLUMNS:-140}   # rich tables at a readable width in the .txt files
 OUT=reports/editor-dbbench
-(($#)) || set -- bundles sft train compare
+(($#)) || set -- bundles sft train compare export
 log() { echo "[$(date -u +%H:%M:%S)] editor: $*"; }
 for step in "$@"; do
   log "$step"
@@ -23,7 +26,12 @@ for step in "$@"; do
     sft) $HS editor sft --config configs/editor_sft_dbbench_smol.yaml ;;
     train) $HS editor train --config configs/editor_train_dbbench_smol.yaml ;;
     compare) $HS editor compare --config configs/editor_train_dbbench_smol.yaml ;;
-    *) echo "unknown step '$step'; steps: bundles sft train compare" >&2; exit 2 ;;
-  esac 2>&1 | grep -v -e "Loading weights" -e "de-quantizing" -e "Finished in state Completed" -e "Writing model shards" | tee "$OUT/$step.txt"
+    export)
+      $HS db copy --to "sqlite:///$OUT/rows.db" --no-turns --run editor-bundles-dbbench-smol \
+        --run engineer-sft-dbbench-smol --run engineer-grpo-dbbench-smol --run engineer-grpo-dbbench-smol-compare
+      sqlite3 "$OUT/rows.db" VACUUM && xz -9kf "$OUT/rows.db" ;;
+    *) echo "unknown step '$step'; steps: bundles sft train compare export" >&2; exit 2 ;;
+  esac 2>&1 | grep --line-buffered -v -e "Loading weights" -e "de-quantizing" -e "Finished in state" \
+    -e "Writing model shards" -e "wandb:" -e "Converting" | tee "$OUT/$step.txt"
   log "$step took $(($(date +%s) - start)) s" | tee -a "$OUT/$step.txt"
 done
