@@ -120,3 +120,13 @@ def test_the_compact_patch_format_names_every_op_and_condition_field():
         assert f"- {get_args(cls.model_fields['op'].annotation)[0]}: " in text
     assert all(f"{name} (" in text for name in Condition.model_fields)
     assert approx_tokens(text) < 1200  # a fraction of the JSON schema, which a small engineer cannot afford
+
+
+def test_demonstrations_leave_out_default_fields_and_still_parse_to_the_same_child(h0):
+    bundle = _bundles(h0)[0]
+    patch = offline_patch([Cluster("format_error")], 1, "x", "dbbench")  # a recovery rule with an empty condition
+    reply = demonstration(bundle, patch)[-1]["content"]
+    assert "null" not in reply and '"once"' not in reply
+    from harness_pool.patch import apply_patch
+
+    assert read_reply(reply, bundle, "x").child.id == apply_patch(h0, patch).id
