@@ -23,7 +23,7 @@ from harness_pool.bundles import Bundle, approx_tokens, build_bundles
 from harness_pool.spec import HarnessSpec, load_harness
 from tasks.evolution import policy_config
 from tasks.llm_editing import render_turns
-from tasks.records import record_bench_tasks, record_harnesses
+from tasks.records import record_bench_tasks, record_harnesses, start_run
 from tasks.resources import bench_task, bench_tasks, get_engine, get_policy
 
 SPLITS = {"train": "train", "heldout": "dev"}  # bundle split -> the benchmark split its tasks come from
@@ -48,16 +48,9 @@ def register_bundles_run(cfg: EditorBundlesConfig, database_url: str | None, pre
     parent = load_harness(cfg.harness, cfg.env.benchmark)
     task_ids = bundle_task_ids(cfg)
     run_id = bundles_run_id(cfg)
+    config = {**cfg.model_dump(mode="json"), "policy_model": policy_config(cfg).model}
     with session_scope(get_engine(database_url)) as session:
-        store.upsert_run(
-            session,
-            id=run_id,
-            kind="editor_bundles",
-            name=cfg.name,
-            status="running",
-            config={**cfg.model_dump(mode="json"), "policy_model": policy_config(cfg).model},
-            prefect_flow_run_id=prefect_flow_run_id,
-        )
+        start_run(session, run_id, "editor_bundles", cfg.name, config, prefect_flow_run_id)
         record_harnesses(session, [parent])
         record_bench_tasks(session, [bench_task(cfg.env, i) for ids in task_ids.values() for i in ids])
     return {"run_id": run_id, "parent": parent.model_dump(mode="json"), "task_ids": task_ids}

@@ -17,6 +17,7 @@ from harness_pool.bundles import Bundle
 from harness_pool.engineer import engineer_messages
 from rl.policy import Sampling
 from tasks.editor_train import editor_train_run_id
+from tasks.records import start_run
 from tasks.resources import get_engine, get_policy
 
 ROLE = "editor-compare"
@@ -29,16 +30,9 @@ def compare_run_id(cfg: EditorTrainConfig) -> str:
 @task(name="register-editor-compare")
 def register_compare_run(cfg: EditorTrainConfig, database_url: str | None, prefect_flow_run_id: str | None) -> str:
     run_id = compare_run_id(cfg)
+    config = {**cfg.model_dump(mode="json"), "train_run_id": editor_train_run_id(cfg)}
     with session_scope(get_engine(database_url)) as session:
-        store.upsert_run(
-            session,
-            id=run_id,
-            kind="editor_compare",
-            name=f"{cfg.name}-compare",
-            status="running",
-            config={**cfg.model_dump(mode="json"), "train_run_id": editor_train_run_id(cfg)},
-            prefect_flow_run_id=prefect_flow_run_id,
-        )
+        start_run(session, run_id, "editor_compare", f"{cfg.name}-compare", config, prefect_flow_run_id)
     return run_id
 
 

@@ -16,7 +16,6 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from configs.schema import EditorBundlesConfig, EditorSftConfig, SftConfig, load_config_at
-from db import store
 from db.engine import session_scope
 from db.ids import stable_id
 from db.models import EditorPatch
@@ -28,6 +27,7 @@ from harness_pool.patch import HarnessPatch, apply_patch
 from harness_pool.spec import HarnessError, HarnessSpec
 from rl.sft import SftExample
 from tasks.editor import bundles_run_id
+from tasks.records import start_run
 from tasks.resources import get_engine
 
 ROLE = "editor-validate"
@@ -49,16 +49,9 @@ def editor_sft_run_id(cfg: EditorSftConfig) -> str:
 @task(name="register-engineer-sft")
 def register_editor_sft_run(cfg: EditorSftConfig, database_url: str | None, prefect_flow_run_id: str | None) -> str:
     run_id = editor_sft_run_id(cfg)
+    config = {**cfg.model_dump(mode="json"), "bundles_run_id": bundles_run_id(bundles_config(cfg))}
     with session_scope(get_engine(database_url)) as session:
-        store.upsert_run(
-            session,
-            id=run_id,
-            kind="editor_sft",
-            name=cfg.name,
-            status="running",
-            config={**cfg.model_dump(mode="json"), "bundles_run_id": bundles_run_id(bundles_config(cfg))},
-            prefect_flow_run_id=prefect_flow_run_id,
-        )
+        start_run(session, run_id, "editor_sft", cfg.name, config, prefect_flow_run_id)
     return run_id
 
 

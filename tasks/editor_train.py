@@ -20,7 +20,6 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from configs.schema import EditorSftConfig, EditorTrainConfig, load_config_at
-from db import store
 from db.engine import session_scope
 from db.ids import stable_id
 from db.models import TrainStep
@@ -32,6 +31,7 @@ from rl.precision import resolve_dtype, rollout_copy, sync_weights
 from rl.train_batch import TrainSequence
 from rl.trainer import TorchTrainer, TrainerSettings
 from tasks.editor_sft import engineer_checkpoint_name
+from tasks.records import start_run
 from tasks.resources import get_engine
 
 ROLE = "editor-rerun"
@@ -59,16 +59,9 @@ def finished_updates(cfg: EditorTrainConfig, run_id: str) -> int:
 @task(name="register-engineer-grpo")
 def register_editor_train_run(cfg: EditorTrainConfig, database_url: str | None, prefect_flow_run_id: str | None) -> str:
     run_id = editor_train_run_id(cfg)
+    config = {**cfg.model_dump(mode="json"), "init_checkpoint": engineer_checkpoint_name(sft_config(cfg))}
     with session_scope(get_engine(database_url)) as session:
-        store.upsert_run(
-            session,
-            id=run_id,
-            kind="editor_train",
-            name=cfg.name,
-            status="running",
-            config={**cfg.model_dump(mode="json"), "init_checkpoint": engineer_checkpoint_name(sft_config(cfg))},
-            prefect_flow_run_id=prefect_flow_run_id,
-        )
+        start_run(session, run_id, "editor_train", cfg.name, config, prefect_flow_run_id)
     return run_id
 
 

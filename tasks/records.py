@@ -18,6 +18,19 @@ from db.models import RolloutGroup, Trajectory, Turn
 from rl.rollout import RolloutResult
 
 
+def start_run(session: Session, run_id: str, kind: str, name: str, config: dict, prefect_flow_run_id: str | None):
+    """Insert (or mark running again) the run row of a flow that is starting or resuming."""
+    return store.upsert_run(
+        session,
+        id=run_id,
+        kind=kind,
+        name=name,
+        status="running",
+        config=config,
+        prefect_flow_run_id=prefect_flow_run_id,
+    )
+
+
 def record_harnesses(session: Session, harnesses) -> None:
     """The harness rows a run refers to (HarnessSpec objects), upserted."""
     for h in harnesses:
