@@ -42,10 +42,11 @@ def sft(config: SftConfig, database_url: str | None = None) -> dict:
     storage = Path(cfg.results_dir).expanduser().resolve()
     demos = make_demonstrations.with_options(result_storage=storage)(cfg, str(storage / "sft" / checkpoint_name(cfg)))
     logger.info(
-        "%d verified demonstrations from %d training tasks (%d failed replays)",
+        "%d verified demonstrations from %d training tasks (%d failed replays, %d longer than the model's context)",
         demos["n_examples"],
         demos["n_tasks"],
         len(demos["failed_replays"]),
+        len(demos.get("too_long", [])),
     )
     meta = train_checkpoint(cfg, demos["path"], run_id)
     register_checkpoint(meta, database_url)

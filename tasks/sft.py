@@ -50,6 +50,9 @@ def make_demonstrations(cfg: SftConfig, out_dir: str) -> dict:
         inspect_prob=cfg.inspect_prob,
         max_rounds=cfg.env.max_rounds,
     )
+    inner = getattr(policy, "inner", policy)
+    too_long = [e.bench_task_id for e in examples if len(e.input_ids) > inner.max_context_tokens]
+    examples = [e for e in examples if len(e.input_ids) <= inner.max_context_tokens]  # beyond it, positions are unseen
     path = Path(out_dir) / "demonstrations.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as fh:
@@ -60,7 +63,13 @@ def make_demonstrations(cfg: SftConfig, out_dir: str) -> dict:
             )
     failed = [r.bench_task_id for r in results if not r.verdict.success]
     drop_local_policies()  # the base model was only needed to replay the scripts
-    return {"path": str(path), "n_examples": len(examples), "n_tasks": len(tasks), "failed_replays": failed}
+    return {
+        "path": str(path),
+        "n_examples": len(examples),
+        "n_tasks": len(tasks),
+        "failed_replays": failed,
+        "too_long": too_long,
+    }
 
 
 def _load_examples(path: str) -> list[SftExample]:
