@@ -52,7 +52,6 @@ from tasks.editor_sft import (
     record_patches,
     register_editor_sft_run,
     train_engineer,
-    write_examples,
 )
 from tasks.editor_train import ROLE as ROLE_RERUN
 from tasks.editor_train import (
@@ -68,7 +67,7 @@ from tasks.editor_train import (
 )
 from tasks.evaluation import result_storage
 from tasks.evolution import record_harness_run, run_harness
-from tasks.sft import register_checkpoint
+from tasks.sft import register_checkpoint, write_examples
 from tasks.training import warm_start_config
 
 

@@ -9,9 +9,6 @@ cold-start run with role 'editor-validate'.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
@@ -164,17 +161,6 @@ def engineer_example(tokenizer, bundle: Bundle, patch: HarnessPatch) -> SftExamp
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     reply_ids = tokenizer(messages[-1]["content"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     return SftExample(bundle.id, prompt_ids + reply_ids, [0] * len(prompt_ids) + [1] * len(reply_ids))
-
-
-def write_examples(examples: list[SftExample], path: Path) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        for e in examples:
-            fh.write(
-                json.dumps({"bench_task_id": e.bench_task_id, "input_ids": e.input_ids, "loss_mask": e.loss_mask})
-                + "\n"
-            )
-    return str(path)
 
 
 def sft_settings(cfg: EditorSftConfig) -> SftConfig:

@@ -53,7 +53,20 @@ def make_demonstrations(cfg: SftConfig, out_dir: str) -> dict:
     inner = getattr(policy, "inner", policy)
     too_long = [e.bench_task_id for e in examples if len(e.input_ids) > inner.max_context_tokens]
     examples = [e for e in examples if len(e.input_ids) <= inner.max_context_tokens]  # beyond it, positions are unseen
-    path = Path(out_dir) / "demonstrations.jsonl"
+    path = write_examples(examples, Path(out_dir) / "demonstrations.jsonl")
+    failed = [r.bench_task_id for r in results if not r.verdict.success]
+    drop_local_policies()  # the base model was only needed to replay the scripts
+    return {
+        "path": path,
+        "n_examples": len(examples),
+        "n_tasks": len(tasks),
+        "failed_replays": failed,
+        "too_long": too_long,
+    }
+
+
+def write_examples(examples: list[SftExample], path: Path) -> str:
+    """Demonstrations as JSONL (what `_load_examples` reads back); returns the path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as fh:
         for e in examples:
@@ -61,15 +74,7 @@ def make_demonstrations(cfg: SftConfig, out_dir: str) -> dict:
                 json.dumps({"bench_task_id": e.bench_task_id, "input_ids": e.input_ids, "loss_mask": e.loss_mask})
                 + "\n"
             )
-    failed = [r.bench_task_id for r in results if not r.verdict.success]
-    drop_local_policies()  # the base model was only needed to replay the scripts
-    return {
-        "path": str(path),
-        "n_examples": len(examples),
-        "n_tasks": len(tasks),
-        "failed_replays": failed,
-        "too_long": too_long,
-    }
+    return str(path)
 
 
 def _load_examples(path: str) -> list[SftExample]:
