@@ -35,6 +35,9 @@ class _Frozen(BaseModel):
     # Fields that say where results go or how a run is watched, not what it computes: left out of
     # the identity that run ids and checkpoint names hash (changing them resumes the same run).
     NOT_IDENTITY: ClassVar[frozenset[str]] = frozenset()
+    # Fields added after runs were recorded: left out of the identity while they hold their default,
+    # so the runs made before they existed keep their ids (and resume).
+    LATER_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
     def identity(self, exclude: frozenset[str] = frozenset()) -> str:
         """The config's values as sorted-key JSON, without NOT_IDENTITY fields (at every level) and
@@ -47,6 +50,10 @@ class _Frozen(BaseModel):
             if name in self.NOT_IDENTITY or name in exclude:
                 continue
             value = getattr(self, name)
+            if name in self.LATER_FIELDS and value == type(self).model_fields[name].get_default(
+                call_default_factory=True
+            ):
+                continue
             fields[name] = value._identity_fields() if isinstance(value, _Frozen) else to_jsonable_python(value)
         return fields
 
@@ -409,11 +416,13 @@ class ValidationConfig(_Frozen):
 
 class TrainConfig(TrackedRunConfig):
     NOT_IDENTITY = TrackedRunConfig.NOT_IDENTITY | {"state_dir"}
+    LATER_FIELDS = frozenset({"bandit_exploration"})
     name: str = Field(default="train", description="Run name prefix; the run id is derived from the whole config.")
     mode: Mode = Field(
         default=Mode.HARNESS_S,
         description="harness_s: rescue dead H0 groups with router-chosen siblings; grpo: no rescue; h0_rescue: a dead "
-        "group gets K fresh H0 rollouts; fixed_mixture: every group's K rollouts spread over 'mixture'.",
+        "group gets K fresh H0 rollouts; fixed_mixture: every group's K rollouts spread over 'mixture'; "
+        "harness_bandit: every group of an update under one harness of H0 + pool, chosen by UCB1 (rl/bandit.py).",
     )
     init: str = Field(
         default="smollm2-135m",
@@ -441,6 +450,9 @@ class TrainConfig(TrackedRunConfig):
         description="Harnesses of the fixed_mixture mode, used round robin within every group.",
     )
     router: RouterConfig = Field(default_factory=RouterConfig, description="How dead groups pick their siblings.")
+    bandit_exploration: float = Field(
+        default=1.414, ge=0.0, le=10.0, description="harness_bandit: UCB1's exploration constant c (rewards in [0, 1])."
+    )
     tiers: list[TierName] | None = Field(default=None, description="Training-split tiers to train on; None = all.")
     n_tasks: int | None = Field(
         default=None, ge=1, description="Use the first N training tasks (after tiers); None = all."
@@ -463,6 +475,8 @@ class TrainConfig(TrackedRunConfig):
     def _mode_needs(self) -> TrainConfig:
         if self.mode == "harness_s" and not self.pool:
             raise ValueError("mode harness_s needs a non-empty pool of sibling harnesses (pool: [schema_rows, ...])")
+        if self.mode == "harness_bandit" and not self.pool:
+            raise ValueError("mode harness_bandit needs a pool of harnesses to choose from (pool: [schema_rows, ...])")
         if self.mode == "fixed_mixture" and not self.mixture:
             raise ValueError("mode fixed_mixture needs a non-empty mixture list of harness names")
         if self.router.kind == "fixed" and not self.router.names:

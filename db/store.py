@@ -371,6 +371,14 @@ __all__ = [
 ]
 
 
+def train_step_details(session: Session, run_id: str, before: int) -> list[dict[str, Any]]:
+    """The details documents (groups, update, decisions) of a training run's updates 0..before-1, in order."""
+    rows = session.scalars(
+        select(TrainStep).where(TrainStep.run_id == run_id, TrainStep.step < before).order_by(TrainStep.step)
+    )
+    return [r.details or {} for r in rows]
+
+
 def training_history(session: Session, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(per-update metrics with 'step', re-anchor results {step, harness, success_rate}) of a training run."""
     if session.get(Run, run_id) is None:

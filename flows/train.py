@@ -7,6 +7,7 @@ the end):
      harness_s  -> the router's top K siblings run once each, and that group replaces it;
      h0_rescue  -> K fresh rollouts under H0 replace it;   grpo -> it stays;
      fixed_mixture -> every group's K rollouts were spread over a fixed harness set;
+     harness_bandit -> every group ran under the one harness UCB1 chose for the update;
   3. group advantages and one clipped-surrogate update of the policy;
   4. signals to the database and W&B; trainer state saved for resume; a named checkpoint every
      checkpoint_every updates.
@@ -102,7 +103,7 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
             if step % cfg.reanchor_every == 0:  # freeze the policy, re-measure every harness on validation
                 reanchored = reanchor(cfg, run_id, step, run["val_task_ids"], database_url)
             batch = batch_for_step(run["train_task_ids"], cfg.seed, cfg.batch_tasks, step)
-            first = sample_first_groups(cfg, run_id, step, batch)  # K rollouts per task under H0
+            first = sample_first_groups(cfg, run_id, step, batch, database_url)  # K rollouts per task under H0
             dead = dead_groups(first)  # no success: no GRPO signal
             rescue = sample_rescue_groups(cfg, run_id, step, dead, database_url)  # by mode: router-chosen siblings
             groups = record_groups(cfg, run_id, step, first, rescue, database_url)  # a rescue replaces its dead group

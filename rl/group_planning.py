@@ -7,6 +7,8 @@
 - h0_rescue: a dead group is replaced by K fresh rollouts under H0: the same rollout budget as
   harness_s with no harness diversity.
 - fixed_mixture: every group's K rollouts are spread round robin over a fixed harness list.
+- harness_bandit: every group of the update runs under the one harness the bandit chose for it
+  (rl/bandit.py), no rescue.
 
 Pure planning: no model, database or Prefect here. Rescue rollouts use sample indices K..2K-1
 so their ids never collide with the first group's.
@@ -47,8 +49,19 @@ def _mode(mode: str) -> Mode:
 
 
 def first_groups(
-    mode: str, bench_tasks: list, h0: HarnessSpec, mixture: list[HarnessSpec], k: int
+    mode: str,
+    bench_tasks: list,
+    h0: HarnessSpec,
+    mixture: list[HarnessSpec],
+    k: int,
+    arm: HarnessSpec | None = None,
 ) -> list[PlannedGroup]:
+    """Each task's first group: K rollouts under H0, spread over the mixture (fixed_mixture), or
+    under the update's bandit arm (harness_bandit)."""
+    if _mode(mode) is Mode.HARNESS_BANDIT:
+        if arm is None:
+            raise ValueError("mode harness_bandit needs the update's arm (the harness the bandit chose)")
+        return [PlannedGroup(t, Role.BANDIT, [RolloutSpec(t, arm, i) for i in range(k)]) for t in bench_tasks]
     if _mode(mode) is Mode.FIXED_MIXTURE:
         if not mixture:
             raise ValueError("mode fixed_mixture needs at least one harness in the mixture")
@@ -96,6 +109,7 @@ RESCUE_PLANNERS: dict[Mode, Callable[..., list[PlannedGroup]]] = {
     Mode.GRPO: _no_rescue,
     Mode.H0_RESCUE: _h0_rescue,
     Mode.FIXED_MIXTURE: _no_rescue,
+    Mode.HARNESS_BANDIT: _no_rescue,
 }
 
 

@@ -19,6 +19,7 @@ from prefect.cache_policies import NO_CACHE
 from configs.schema import TrainConfig
 from db import store
 from db.engine import session_scope
+from rl.bandit import choose_arm, step_rewards
 from rl.group_planning import PlannedGroup, first_groups, is_dead, rescue_groups
 from rl.modes import TRAIN_ROLES, Mode
 from rl.rollout import RolloutResult, run_rollouts
@@ -64,10 +65,13 @@ class Group:
 
 
 class Sampled:
-    """Groups sampled together, the wall time it took, and the router's profile version (rescue)."""
+    """Groups sampled together, the wall time it took, the router's profile version (rescue) and
+    the bandit's decision (harness_bandit's first groups)."""
 
-    def __init__(self, groups: list[Group], seconds: float, router_version: int | None = None):
-        self.groups, self.seconds, self.router_version = groups, seconds, router_version
+    def __init__(
+        self, groups: list[Group], seconds: float, router_version: int | None = None, bandit: dict | None = None
+    ):
+        self.groups, self.seconds, self.router_version, self.bandit = groups, seconds, router_version, bandit
 
 
 class StepGroups:
@@ -93,7 +97,13 @@ class StepGroups:
 
 
 def _sample(
-    cfg: TrainConfig, run_id: str, plans: list[PlannedGroup], step: int, phase: int, router_version: int | None = None
+    cfg: TrainConfig,
+    run_id: str,
+    plans: list[PlannedGroup],
+    step: int,
+    phase: int,
+    router_version: int | None = None,
+    bandit: dict | None = None,
 ) -> Sampled:
     """All planned groups' rollouts in one batch."""
     started = time.perf_counter()
@@ -113,15 +123,38 @@ def _sample(
     for plan in plans:
         groups.append(Group(plan, results[at : at + len(plan.specs)]))
         at += len(plan.specs)
-    return Sampled(groups, time.perf_counter() - started, router_version)
+    return Sampled(groups, time.perf_counter() - started, router_version, bandit)
 
 
 @task(name="first-groups", task_run_name="first-groups-step{step}", cache_policy=NO_CACHE)
-def sample_first_groups(cfg: TrainConfig, run_id: str, step: int, bench_task_ids: list[str]) -> Sampled:
-    """K rollouts per task under H0 (fixed_mixture: spread round robin over the mixture)."""
-    h0, _, mixture = harness_sets(cfg)
-    plans = first_groups(cfg.mode, [bench_task(cfg.env, i) for i in bench_task_ids], h0, mixture, cfg.k)
-    return _sample(cfg, run_id, plans, step, phase=0)
+def sample_first_groups(
+    cfg: TrainConfig, run_id: str, step: int, bench_task_ids: list[str], database_url: str | None = None
+) -> Sampled:
+    """K rollouts per task under H0 (fixed_mixture: spread round robin over the mixture;
+    harness_bandit: under the harness UCB1 picks from the earlier updates' rewards)."""
+    h0, pool, mixture = harness_sets(cfg)
+    arm, decision = None, None
+    if cfg.mode == Mode.HARNESS_BANDIT:
+        arm, decision = _bandit_arm(cfg, run_id, step, [h0, *pool], database_url)
+    plans = first_groups(cfg.mode, [bench_task(cfg.env, i) for i in bench_task_ids], h0, mixture, cfg.k, arm)
+    return _sample(cfg, run_id, plans, step, phase=0, bandit=decision)
+
+
+def _bandit_arm(cfg: TrainConfig, run_id: str, step: int, harnesses: list, database_url: str | None):
+    """The update's harness by UCB1 over the rewards of this run's earlier updates (their rows)."""
+    arms = {h.id: h for h in harnesses}  # H0 first; a sibling listed twice is one arm
+    with session_scope(get_engine(database_url)) as session:
+        details = store.train_step_details(session, run_id, before=step)
+    choice = choose_arm(list(arms), step_rewards(details), cfg.bandit_exploration)
+    names = {h.id: h.name for h in arms.values()}
+    decision = {
+        "arm": names[choice.arm],
+        "arm_id": choice.arm,
+        "scores": {names[a]: s for a, s in choice.scores.items()},
+        "plays": {names[a]: n for a, n in choice.plays.items()},
+        "means": {names[a]: m for a, m in choice.means.items()},
+    }
+    return arms[choice.arm], decision
 
 
 def dead_groups(sampled: Sampled) -> list[Group]:

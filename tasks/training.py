@@ -368,7 +368,11 @@ def record_step(
                 step=step,
                 mode=cfg.mode,
                 metrics=metrics,
-                details={"groups": groups.summaries(), "update": update},
+                details={
+                    "groups": groups.summaries(),
+                    "update": update,
+                    **({"bandit": groups.first.bandit} if groups.first.bandit else {}),
+                },
             )
         )
     tracking.log_metrics(run_id, cfg.wandb, cfg.model_dump(mode="json"), metrics, step)

@@ -133,6 +133,51 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
 
 
 @pytest.mark.slow
+def test_harness_bandit_plays_every_harness_then_the_one_that_paid(tmp_path, train_dir):
+    """harness_bandit: one harness per update; UCB1 plays H0 and each sibling once, then returns to
+    the sibling whose rollouts succeeded; each choice is on record and read back from the rows."""
+    from harness_pool.runtime import HarnessRuntime, task_fields
+    from rl.sft import demo_replies
+    from rl.trainer import TorchTrainer, TrainerSettings
+    from rl.transformers_policy import TransformersPolicy
+    from tasks import rollout_groups, training
+    from tasks.resources import bench_tasks
+
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = tiny_cfg(tmp_path, mode="harness_bandit", k=2, updates=4, env={"max_rounds": 4})
+    run = training.register_train_run.fn(cfg, url, None)
+    task = bench_tasks(cfg.env, "train", tiers=["easy"])[0]
+    opening, _ = HarnessRuntime(load_harness("schema_rows"), task_fields(task)).opening_messages()
+    inner = TransformersPolicy("smollm2-135m", shared=False)
+    policy = ScriptedByHarness(inner, opening, demo_replies(task, random.Random(0), inspect_prob=0.0) * 2)
+    run_id = run["run_id"]
+    training._HANDLES[run_id] = training.TrainHandle(
+        policy, TorchTrainer(inner.model, TrainerSettings(lr=1e-6, micro_batch=2), inner.pad_id)
+    )
+    played = []
+    try:
+        for step in range(4):
+            first = rollout_groups.sample_first_groups.fn(cfg, run_id, step, [task.id], url)
+            none = rollout_groups.Sampled([], 0.0)
+            groups = rollout_groups.record_groups.fn(cfg, run_id, step, first, none, url)
+            update = training.update_policy.fn(cfg, run_id, step, groups.trained)
+            training.record_step.fn(cfg, run_id, step, groups, rollout_groups.dead_groups(first), update, None, url)
+            played.append(first.bandit["arm"])
+            assert [g.plan.role for g in first.groups] == ["bandit"]
+        assert played == ["h0", "schema_rows", "format_reminder", "schema_rows"]
+        with session_scope(make_engine(url)) as s:
+            rows = s.scalars(select(TrainStep).where(TrainStep.run_id == run_id).order_by(TrainStep.step)).all()
+            assert [r.details["bandit"]["arm"] for r in rows] == played
+            assert rows[3].details["bandit"]["means"] == {"h0": 0.0, "schema_rows": 1.0, "format_reminder": 0.0}
+            groups = s.scalars(select(RolloutGroup).where(RolloutGroup.run_id == run_id)).all()
+            assert {g.role for g in groups} == {"bandit"}
+        again = rollout_groups.sample_first_groups.fn(cfg, run_id, 3, [task.id], url)  # a redone update
+        assert again.bandit == first.bandit
+    finally:
+        training.drop_handle(run_id)
+
+
+@pytest.mark.slow
 def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, train_dir, prefect_api, monkeypatch):
     from flows.train import train
     from rl.trainer import TorchTrainer

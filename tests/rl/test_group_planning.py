@@ -50,6 +50,12 @@ def test_baselines(harnesses):
     (mixed,) = first_groups("fixed_mixture", [T(1)], h0, mixture, 4)
     assert [s.harness.name for s in mixed.specs] == ["h0", "schema_rows", "inspect_first", "h0"]
     assert rescue_groups("fixed_mixture", [T(1)], h0, [], None, 4) == []
+    arm = harnesses["inspect_first"]
+    bandit = first_groups("harness_bandit", [T(1), T(2)], h0, [], 4, arm=arm)
+    assert [(g.role, g.harness_id, len(g.specs)) for g in bandit] == [("bandit", arm.id, 4)] * 2
+    assert rescue_groups("harness_bandit", [T(1)], h0, [arm], None, 4) == []
+    with pytest.raises(ValueError, match="the update's arm"):
+        first_groups("harness_bandit", [T(1)], h0, [], 4)
 
 
 def test_empty_pool_or_unknown_mode_is_a_clear_error(harnesses):
