@@ -92,12 +92,20 @@ def evaluation_differences(session: Session, methods: list[Method], prefix: str 
     def run(m: Method, label: str) -> dict:
         return scores(m.eval_run(prefix + label))
 
+    def deployed(m: Method) -> tuple[str, dict]:  # a method's result: trained weights under H0, else under H_best
+        return ("H0", run(m, "after")) if m.eval_run(prefix + "after") else ("H_best", run(m, "best"))
+
     before = run(main, "before")
     pairs: list[tuple[str, dict, dict]] = []
     for m in methods:
-        pairs.append((f"{m.label} - base policy (H0)", run(m, "after"), before))
+        where, result = deployed(m)
+        pairs.append((f"{m.label} - base policy ({where})", result, before))
     for m in methods[1:]:
-        pairs.append((f"{main.label} - {m.label} (H0)", run(main, "after"), run(m, "after")))
+        where, result = deployed(m)
+        pairs.append((f"{main.label} - {m.label} ({where})", deployed(main)[1], result))
+    for m in methods:
+        if m.eval_run(prefix + "after") and m.eval_run(prefix + "best"):  # a method deployed both ways
+            pairs.append((f"{m.label}: H_best - H0", run(m, "best"), run(m, "after")))
     pairs.append(("Rank-1 - H0, trained", run(main, "rank1"), run(main, "after")))
     pairs.append(("Rank-1 - H0, base policy", run(main, "rank1-before"), before))
     for label in sorted(x for x in main.evaluations if x.startswith(prefix + "outside-")):

@@ -27,16 +27,19 @@ def title(name: str, results: dict) -> str:
 
 
 def training_lines(results: dict) -> list[str]:
-    t = results["training"]
-    rescue = "-" if t["rescue_success"] is None else f"{t['rescue_success']:.2f}"
-    interval = t.get("valid_group_interval")
-    valid = f"{t['valid_group_ratio']:.3f}" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
-    lines = [
-        f"training run {results['train_run_id']}: {t['updates']} updates · valid-group ratio "
-        f"{valid} · effective-token ratio {t['effective_token_ratio']:.3f} · "
-        f"rescues {t['rescues_triggered']:.0f}, success {rescue} · rollouts {t['rollouts_spent']:.0f}",
-        "H0 validation success by re-anchor step: " + ", ".join(f"{s}: {v:.2f}" for s, v in t["h0_validation"].items()),
-    ]
+    lines = _search_lines(results)
+    t = results.get("training")
+    if t is not None:
+        rescue = "-" if t["rescue_success"] is None else f"{t['rescue_success']:.2f}"
+        interval = t.get("valid_group_interval")
+        valid = f"{t['valid_group_ratio']:.3f}" + (f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "")
+        lines += [
+            f"training run {results['train_run_id']}: {t['updates']} updates · valid-group ratio "
+            f"{valid} · effective-token ratio {t['effective_token_ratio']:.3f} · "
+            f"rescues {t['rescues_triggered']:.0f}, success {rescue} · rollouts {t['rollouts_spent']:.0f}",
+            "H0 validation success by re-anchor step: "
+            + ", ".join(f"{s}: {v:.2f}" for s, v in t["h0_validation"].items()),
+        ]
     k = results["k"]
     for label, d in results.get("differences", {}).items():  # 95% paired-bootstrap intervals over tasks
         lines.append(
@@ -45,6 +48,18 @@ def training_lines(results: dict) -> list[str]:
             f"over {d['n_tasks']} tasks: {d['verdict']}"
         )
     return lines
+
+
+def _search_lines(results: dict) -> list[str]:
+    """A baseline's harness search: the validation success of each harness and the one deployed."""
+    search = results.get("search")
+    if not search:
+        return []
+    scored = ", ".join(f"{name} {rate:.2f}" for name, rate in search["validation_success"].items())
+    return [
+        f"{results.get('method', 'baseline')}: best harness {search['best']} on {search['n_tasks']} validation "
+        f"tasks (k = {search['k']}): {scored} · search rollouts {results['budget']['search_rollouts']}"
+    ]
 
 
 def markdown(name: str, results: dict) -> str:

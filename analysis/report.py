@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from analysis import comparisons, figures, research
 from analysis.pool import phenomena_tables
+from analysis.resources import resource_table
 from analysis.runs import Method, pool_reports, resolve_methods
 from analysis.statistics import wilson
 
@@ -51,6 +52,7 @@ def build_report(session: Session, main: str, baselines: list[str], pools: list[
         "locality": research.locality(session, methods),
         "complementarity": research.complementarity(session, methods),
         "non_stationarity": research.non_stationarity(session, methods),
+        "resources": resource_table(session, methods),
         **phenomena_tables(pool_reports(session, list(pools))),
     }
     return Report(methods, tables)
@@ -114,7 +116,7 @@ def readings(report: Report) -> dict[str, str]:
     out: dict[str, str] = {}
     d = t["rq1_differences"]
     headline = [
-        *[f"{main.label} - {m.label} (H0)" for m in report.methods[1:]],
+        *[f"{main.label} - {m.label} ({where})" for m in report.methods[1:] for where in ("H0", "H_best")],
         f"{main.label} - base policy (H0)",
         "Rank-1 - H0, trained",
     ]
@@ -223,6 +225,13 @@ def readings(report: Report) -> dict[str, str]:
                 f"[{r['union_vs_h0_low']:+.2f}, {r['union_vs_h0_high']:+.2f}], {r['union_vs_h0_verdict']}"
             )
         out["pool"] = "; ".join(parts) + "."
+    r = t["resources"]
+    if len(r) > 1 and r["total_vs_main"].notna().all():
+        out["resources"] = (
+            f"Rollouts spent in all, relative to {main.label}'s {r['total_rollouts'].iloc[0]:,.0f}: "
+            + ", ".join(f"{row['method']} {row['total_vs_main']:.2f}x" for _, row in r.iloc[1:].iterrows())
+            + "."
+        )
     return out
 
 
@@ -284,6 +293,14 @@ SECTIONS = [
         "and its edge (fixed - broken) / tasks with a 95% paired-bootstrap interval; H0 vs best single sibling vs "
         "the oracle union, with the interval of the union's gain over the best single; each sibling's success edge "
         "over H0 by re-anchor.",
+    ),
+    (
+        "resources",
+        "Resources: rollouts and wall time per method",
+        ["resources"],
+        "Rollouts spent per method: search (the evolution behind its pool, when its run is in this database, plus "
+        "a baseline's harness selection), training (the groups updates were formed from) and validation (the "
+        "re-anchors); the total as a multiple of the main run's; wall time of the evolution and training runs.",
     ),
     (
         "pool",

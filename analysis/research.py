@@ -59,8 +59,9 @@ def _score_row(method: str, routing: str, run_id: str | None, session: Session) 
 
 
 def rq1_main_table(session: Session, methods: list[Method], prefix: str = "") -> pd.DataFrame:
-    """Pass@k / Avg@k under H0 and under Rank-1: the starting policy, then every method after training.
-    prefix 'test-' reads the test-split evaluations (test-before, test-after, test-rank1) instead."""
+    """Pass@k / Avg@k under H0, under Rank-1 and, for a baseline that deploys a harness, under its
+    H_best: the starting policy, then every method after training. prefix 'test-' reads the
+    test-split evaluations (test-before, test-after, test-rank1, test-best) instead."""
     main = methods[0]
     rows = [
         _score_row("base policy", "H0", main.eval_run(f"{prefix}before"), session),
@@ -70,6 +71,7 @@ def rq1_main_table(session: Session, methods: list[Method], prefix: str = "") ->
         rows += [
             _score_row(m.label, "H0", m.eval_run(f"{prefix}after"), session),
             _score_row(m.label, "Rank-1", m.eval_run(f"{prefix}rank1"), session),
+            _score_row(m.label, "H_best", m.eval_run(f"{prefix}best"), session),
         ]
     return pd.DataFrame(
         [r for r in rows if r],

@@ -2,8 +2,9 @@
 becomes a Method with its training run, its evaluations by label and a readable label.
 
 A pipeline run's results document (tasks/pipeline.record_results) names its training run and
-its evaluation runs ("before", "after", "rank1", "rank1-before", "outside-<harness>"); a bare
-training run (e.g. an RQ3 router variant trained with `hs train`) has no evaluations.
+its evaluation runs ("before", "after", "rank1", "rank1-before", "outside-<harness>"; a baseline
+that deploys a harness: "best"); a bare training run (e.g. an RQ3 router variant trained with
+`hs train`) has no evaluations. A baseline without training (frozen_evolution) has no training run.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def method_of(session: Session, run: Run) -> Method:
         evaluations = {label: e["run_id"] for label, e in results.get("evaluations", {}).items()}
     else:
         train_run_id, train_config, evaluations = run.id, run.config, {}
-    mode = train_config.get("mode", "harness_s")
+    mode = (run.results or {}).get("method") or train_config.get("mode", "harness_s")  # a baseline names itself
     router = train_config.get("router", {}).get("kind") if mode == "harness_s" else None
     label = f"{mode} ({router})" if router else mode
     return Method(

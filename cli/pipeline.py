@@ -38,13 +38,19 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
 
     cfg = load_config(PipelineConfig, path, None, sets)
     pipeline_preflight(cfg, database_url)
-    from flows.pipeline import pipeline
+    if cfg.baseline:  # a baseline of another shape (flows/baselines/)
+        from flows.baselines import baseline_flow
 
+        flow, what = baseline_flow(cfg.baseline), cfg.baseline
+    else:
+        from flows.pipeline import pipeline
+
+        flow, what = pipeline, "pipeline"
     console = Console()
     try:
-        result = pipeline(cfg, database_url=database_url)
+        result = flow(cfg, database_url=database_url)
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; every finished phase and task persists
-        flow_failed("pipeline", exc, "start the same command again (or `hs rerun FLOW_RUN_ID`) to resume")
+        flow_failed(what, exc, "start the same command again (or `hs rerun FLOW_RUN_ID`) to resume")
     print_results(console, cfg.name, result)
     return result
 

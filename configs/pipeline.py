@@ -48,9 +48,19 @@ class PipelineEvalConfig(_Frozen):
     group_concurrency: int = Field(default=8, ge=1, le=64, description="Rollout groups in flight per evaluation.")
 
 
+BASELINES = ("frozen_evolution",)  # pipelines of another shape (flows/baselines/); the training modes are train.mode
+
+
 class PipelineConfig(_Frozen):
     NOT_IDENTITY = frozenset({"wandb"})
+    LATER_FIELDS = frozenset({"baseline"})
     name: str = Field(default="harness-s", description="Pipeline name; every phase's run name starts with it.")
+    baseline: Literal["frozen_evolution"] | None = Field(
+        default=None,
+        description="Run a baseline of another shape instead of training (flows/baselines/): frozen_evolution = "
+        "keep the starting policy, deploy the pool's best harness on validation (H_best). None = Harness-S or the "
+        "baseline named by train.mode.",
+    )
     evolve: EvolveConfig | None = Field(
         default=None,
         description="Evolve a new pool first (its pool.version is then trained on); None = reuse pool_version.",
@@ -75,6 +85,13 @@ class PipelineConfig(_Frozen):
     def _one_pool_source(self) -> PipelineConfig:
         if self.evolve is not None and self.pool_version is not None:
             raise ValueError("set either evolve (a new pool) or pool_version (reuse a frozen pool), not both")
+        if (
+            self.baseline == "frozen_evolution"
+            and self.evolve is None
+            and not self.pool_version
+            and not self.train.pool
+        ):
+            raise ValueError("baseline frozen_evolution searches a pool: set evolve, pool_version or train.pool")
         if self.evolve is not None and not self.evolve.pool.version:
             raise ValueError("evolve.pool.version must name the pool the pipeline trains on (e.g. v2)")
         return self

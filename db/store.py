@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import delete, inspect, select, text
+from sqlalchemy import delete, func, inspect, select, text
 from sqlalchemy.orm import Session, selectinload
 
 from db.models import (
@@ -23,6 +23,7 @@ from db.models import (
     BenchTask,
     Evaluation,
     Harness,
+    Pool,
     ProfileVersion,
     RolloutGroup,
     Run,
@@ -302,8 +303,6 @@ def get_trajectory(session: Session, id_or_prefix: str) -> Trajectory:
 
 def count_rows(session: Session, models: Iterable[type] = ()) -> dict[str, int]:
     """Row counts per table (all tables by default): a cheap summary for logs and tests."""
-    from sqlalchemy import func
-
     chosen = list(models) or [Run, Harness, BenchTask, RolloutGroup, Trajectory, Turn, Evaluation]
     return {model.__tablename__: session.scalar(select(func.count()).select_from(model)) or 0 for model in chosen}
 
@@ -369,6 +368,31 @@ __all__ = [
     "upsert_harness",
     "upsert_run",
 ]
+
+
+def rollouts_of_runs(session: Session, run_ids: Sequence[str]) -> int:
+    """Trajectories (rollouts) the runs wrote, all roles."""
+    if not run_ids:
+        return 0
+    return session.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.run_id.in_(list(run_ids))))
+
+
+def rollouts_by_role(session: Session, run_id: str) -> dict[str, int]:
+    """A run's trajectories (rollouts) per group role ('h0', 'rescue', 'reanchor', 'diagnose', ...)."""
+    rows = session.execute(
+        select(RolloutGroup.role, func.count(Trajectory.id))
+        .join(Trajectory, Trajectory.group_id == RolloutGroup.id)
+        .where(RolloutGroup.run_id == run_id)
+        .group_by(RolloutGroup.role)
+    ).all()
+    return {role: n for role, n in rows}
+
+
+def pool_run_id(session: Session, benchmark: str, version: str | None) -> str | None:
+    """The evolution run that froze a pool version, when this database holds it."""
+    if version is None:
+        return None
+    return session.scalar(select(Pool.run_id).where(Pool.benchmark == benchmark, Pool.version == version))
 
 
 def train_step_details(session: Session, run_id: str, before: int) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ FLOWS: dict[str, tuple[str, str]] = {  # Prefect flow name -> (module, function)
     "evaluate": ("flows.evaluate", "evaluate"),
     "sft": ("flows.sft", "sft"),
     "pool-report": ("flows.pool_report", "pool_report"),
+    "frozen-evolution": ("flows.baselines.frozen_evolution", "frozen_evolution"),
 }
 
 

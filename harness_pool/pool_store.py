@@ -319,12 +319,22 @@ def _dvc_add(root: Path, pool_dir: Path) -> None:
 def resolve_pool(entries: list[str], benchmark: str = "dbbench", root: Path = DEFAULT_ROOT) -> list[HarnessSpec]:
     """Harnesses named by a config's pool list: built-in names, YAML paths, or `pool:VERSION` for
     every sibling of a frozen pool version (H0 excluded), in the listed order, duplicates once."""
-    out: dict[str, HarnessSpec] = {}
+    return [spec for spec, _ in pool_sources(entries, benchmark, root)]
+
+
+def pool_sources(
+    entries: list[str], benchmark: str = "dbbench", root: Path = DEFAULT_ROOT
+) -> list[tuple[HarnessSpec, str]]:
+    """resolve_pool's harnesses, each with what loads it again: its built-in name or YAML path."""
+    out: dict[str, tuple[HarnessSpec, str]] = {}
     for entry in entries:
         if entry.startswith("pool:"):
-            _, _, siblings = load_pool(entry[len("pool:") :], benchmark, root)
-            out.update({s.id: s for s in siblings})
+            version = entry[len("pool:") :]
+            manifest, _, siblings = load_pool(version, benchmark, root)
+            folder = _pool_dir(version, benchmark, root)
+            files = {m.id: str(folder / m.file) for m in manifest.members}
+            out.update({s.id: (s, files[s.id]) for s in siblings})
         else:
             spec = load_harness(entry, benchmark)
-            out[spec.id] = spec
+            out[spec.id] = (spec, entry)
     return list(out.values())

@@ -39,3 +39,11 @@ def best_cover(solved: Sequence[set[Hashable]], budget: int) -> tuple[int, tuple
             if value > best[0]:
                 best = (value, combo)
     return best
+
+
+def best_harness(success: dict[str, float], order: Sequence[str]) -> str:
+    """The harness with the highest validation success (frozen-policy evolution's H_best); ties go
+    to the earlier name in `order` (H0 first, then pool order)."""
+    if not order:
+        raise ValueError("no harness to choose from")
+    return max(order, key=lambda name: (success.get(name, 0.0), -list(order).index(name)))

@@ -49,40 +49,45 @@ def training_config(cfg: PipelineConfig, pool_version: str | None) -> TrainConfi
     return TrainConfig.model_validate({**cfg.train.model_dump(), **update})
 
 
+def eval_config(cfg: PipelineConfig, train_cfg: TrainConfig, label: str, checkpoint: str, **extra) -> EvalConfig:
+    """One evaluation of the pipeline: its evaluate settings, the training phase's sampling and
+    environment (so the numbers compare with what the policy saw while it learned), H0 unless
+    `extra` says otherwise."""
+    ev = cfg.evaluate
+    return EvalConfig.model_validate(
+        {
+            "split": ev.split,
+            "k": ev.k,
+            "seeds": ev.seeds,
+            "limit": ev.limit,
+            "every": ev.every,
+            "group_concurrency": ev.group_concurrency,
+            "sampling": train_cfg.sampling.model_dump(),
+            "env": train_cfg.env.model_dump(),
+            "results_dir": train_cfg.results_dir,
+            "wandb": train_cfg.wandb,
+            "name": f"{cfg.name}-{label}",
+            "checkpoint": checkpoint,
+            "policy": PolicyConfig(model=checkpoint, device=_device(train_cfg)).model_dump(),
+            "harness": train_cfg.harness,
+            **extra,
+        }
+    )
+
+
+TEST_SPLIT = {"split": "standard", "every": 1, "limit": None}  # the whole test split
+
+
 def evaluation_configs(
     cfg: PipelineConfig, train_cfg: TrainConfig, train_run_id: str, trained_checkpoint: str
 ) -> dict[str, EvalConfig]:
     """label -> evaluation: before (start weights, H0), after (H0), rank1 (after), rank1-before (start weights,
     first re-anchor's profiles), outside harnesses (after); with test_seeds, test-before, test-after and
-    test-rank1 on the whole test split.
-
-    Every evaluation uses the training phase's sampling and environment, so the numbers are
-    comparable with what the policy saw while it learned."""
+    test-rank1 on the whole test split."""
     ev = cfg.evaluate
-    common = {
-        "split": ev.split,
-        "k": ev.k,
-        "seeds": ev.seeds,
-        "limit": ev.limit,
-        "every": ev.every,
-        "group_concurrency": ev.group_concurrency,
-        "sampling": train_cfg.sampling.model_dump(),
-        "env": train_cfg.env.model_dump(),
-        "results_dir": train_cfg.results_dir,
-        "wandb": train_cfg.wandb,
-    }
 
     def one(label: str, checkpoint: str, **extra) -> EvalConfig:
-        return EvalConfig.model_validate(
-            {
-                **common,
-                "name": f"{cfg.name}-{label}",
-                "checkpoint": checkpoint,
-                "policy": PolicyConfig(model=checkpoint, device=_device(train_cfg)).model_dump(),
-                "harness": train_cfg.harness,
-                **extra,
-            }
-        )
+        return eval_config(cfg, train_cfg, label, checkpoint, **extra)
 
     out: dict[str, EvalConfig] = {}
     if ev.before:
@@ -104,7 +109,7 @@ def evaluation_configs(
     for harness in ev.outside:
         out[f"outside-{_label(harness)}"] = one(f"outside-{_label(harness)}", trained_checkpoint, harness=harness)
     if ev.test_seeds:  # the whole test split, same weights and routing as the dev counterpart
-        test = {"split": "standard", "seeds": ev.test_seeds, "every": 1, "limit": None}
+        test = {**TEST_SPLIT, "seeds": ev.test_seeds}
         for label in ("before", "after", "rank1"):
             if label in out:
                 extra = {k: v for k, v in out[label].model_dump().items() if k in ("routing", "pool", "profiles_run")}
@@ -116,6 +121,8 @@ DIFFERENCES = {  # label of the paired comparison -> (evaluation label, evaluati
     "after - before (H0)": ("after", "before"),
     "Rank-1 - H0 (after)": ("rank1", "after"),
     "test: after - before (H0)": ("test-after", "test-before"),
+    "H_best - H0 (before)": ("best", "before"),  # baselines that deploy a harness (flows/baselines/)
+    "test: H_best - H0 (before)": ("test-best", "test-before"),
 }
 
 
@@ -142,16 +149,17 @@ def _label(harness: str) -> str:
 def record_results(
     cfg: PipelineConfig,
     pool_version: str | None,
-    train_run_id: str,
+    train_run_id: str | None,
     checkpoint: str,
     evaluations: dict[str, dict],
     database_url: str | None,
     prefect_flow_run_id: str | None,
+    extra: dict | None = None,
 ) -> dict:
-    """One results document: each evaluation's Pass@k / Avg@k and the training signals; stored
-    as the pipeline's run row (kind 'pipeline') so `hs report` and SQL can find it."""
+    """One results document: each evaluation's Pass@k / Avg@k and the training signals (none for a
+    baseline that does not train), and `extra` (a baseline's method, search and budget); stored as
+    the pipeline's run row (kind 'pipeline') so `hs report` and SQL can find it."""
     with session_scope(get_engine(database_url)) as session:
-        training = summarise_training(*store.training_history(session, train_run_id))
         results = {
             "pool_version": pool_version,
             "train_run_id": train_run_id,
@@ -168,24 +176,10 @@ def record_results(
                 }
                 for label, e in evaluations.items()
             },
-            "training": {
-                key: training[key]
-                for key in (
-                    "updates",
-                    "valid_group_ratio",
-                    "effective_token_ratio",
-                    "rescues_triggered",
-                    "rescue_success",
-                    "rollouts_spent",
-                    "h0_validation",
-                )
-            },
+            **(extra or {}),
         }
-        results["training"]["h0_validation"] = {str(k): v for k, v in results["training"]["h0_validation"].items()}
-        groups = training["updates"] * cfg.train.batch_tasks  # one group per task of each update
-        if groups:
-            w = wilson(training["valid_group_ratio"] * groups, groups)
-            results["training"]["valid_group_interval"] = [w.low, w.high]
+        if train_run_id is not None:
+            results["training"] = _training(cfg, summarise_training(*store.training_history(session, train_run_id)))
         results["differences"] = _differences(session, {label: e["run_id"] for label, e in evaluations.items()})
         store.upsert_run(
             session,
@@ -200,6 +194,30 @@ def record_results(
     figures = {
         f"pipeline/{label}/{m}": e[m]["mean"] for label, e in results["evaluations"].items() for m in ("pass", "avg")
     }
-    figures.update({f"pipeline/train/{k}": v for k, v in results["training"].items() if isinstance(v, (int, float))})
+    figures.update(
+        {f"pipeline/train/{k}": v for k, v in results.get("training", {}).items() if isinstance(v, (int, float))}
+    )
     tracking.log_summary(pipeline_run_id(cfg), cfg.wandb, cfg.model_dump(mode="json"), figures)
     return results
+
+
+def _training(cfg: PipelineConfig, training: dict) -> dict:
+    """The training signals a results document keeps, with the valid-group ratio's Wilson interval."""
+    out = {
+        key: training[key]
+        for key in (
+            "updates",
+            "valid_group_ratio",
+            "effective_token_ratio",
+            "rescues_triggered",
+            "rescue_success",
+            "rollouts_spent",
+            "h0_validation",
+        )
+    }
+    out["h0_validation"] = {str(k): v for k, v in out["h0_validation"].items()}
+    groups = training["updates"] * cfg.train.batch_tasks  # one group per task of each update
+    if groups:
+        w = wilson(training["valid_group_ratio"] * groups, groups)
+        out["valid_group_interval"] = [w.low, w.high]
+    return out

@@ -1,0 +1,87 @@
+"""The paper's baselines of another shape than a training mode (flows/baselines/), with the real
+SmolLM2 at tiny budgets: frozen-policy evolution deploys the pool's best harness, no training."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from analysis.report import build_report
+from configs.pipeline import PipelineConfig
+from configs.schema import ConfigError, load_config
+from db.engine import make_engine, session_scope
+from db.models import Run, Trajectory
+from harness_pool.pool_store import load_pool
+from harness_pool.selection import best_harness
+from tests.flows.test_pipeline_flow import tiny_pipeline
+
+
+def test_best_harness_takes_the_highest_success_and_ties_go_to_the_earlier():
+    order = ["h0", "a", "b"]
+    assert best_harness({"h0": 0.2, "a": 0.5, "b": 0.5}, order) == "a"
+    assert best_harness({"h0": 0.0, "a": 0.0, "b": 0.0}, order) == "h0"
+    with pytest.raises(ValueError, match="no harness"):
+        best_harness({}, [])
+
+
+def test_a_frozen_evolution_baseline_needs_a_pool():
+    with pytest.raises(ConfigError, match="searches a pool"):
+        load_config(
+            PipelineConfig,
+            "configs/quickstart.yaml",
+            sets=["baseline=frozen_evolution", "pool_version=null", "train.pool=[]", "train.mode=grpo"],
+        )
+
+
+@pytest.mark.slow
+def test_frozen_evolution_selects_on_validation_and_deploys_h_best(tmp_path, train_dir, prefect_api, monkeypatch):
+    from flows.baselines.frozen_evolution import frozen_evolution
+    from tasks.pipeline import pipeline_run_id
+
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = tiny_pipeline(
+        tmp_path,
+        name="frozen",
+        baseline="frozen_evolution",
+        evaluate={"split": "dev", "limit": 2, "k": 1, "seeds": 1, "group_concurrency": 2},
+    )
+    cfg = cfg.model_copy(
+        update={
+            "train": cfg.train.model_copy(update={"validation": cfg.train.validation.model_copy(update={"n_tasks": 1})})
+        }
+    )
+    result = frozen_evolution(cfg, database_url=url)
+
+    _, h0, siblings = load_pool("v1")
+    search = result["search"]
+    assert list(search["validation_success"]) == [h0.name, *[s.name for s in siblings]]  # H0 first, pool order
+    assert search["best"] == best_harness(search["validation_success"], list(search["validation_success"]))
+    assert list(result["evaluations"]) == ["before", "best"] and "training" not in result
+    assert result["budget"]["selection_rollouts"] == 5 * 1 * 1  # 5 harnesses x 1 validation task x k 1
+    assert result["budget"]["training_rollouts"] == 0 and result["budget"]["evolution_rollouts"] is None
+    chosen = ([h0] + siblings)[list(search["validation_success"]).index(search["best"])]
+    with session_scope(make_engine(url)) as s:
+        for name, run_id in search["selection_runs"].items():  # each candidate ran on the same validation tasks
+            run = s.get(Run, run_id)
+            assert run.config["task_ids"] == s.get(Run, search["selection_runs"][h0.name]).config["task_ids"]
+            assert run.config["policy"]["model"] == "smollm2-135m"
+        deployed = s.scalars(
+            select(Trajectory.harness_id).where(Trajectory.run_id == result["evaluations"]["best"]["run_id"])
+        ).all()
+        assert set(deployed) == {chosen.id}
+        row = s.get(Run, pipeline_run_id(cfg))
+        assert row.kind == "pipeline" and row.results["method"] == "frozen_evolution"
+        n_traj = s.scalar(select(func.count()).select_from(Trajectory))
+
+        report = build_report(s, "frozen", [])
+        rq1 = {(r["method"], r["routing"]) for r in report.tables["rq1"].to_dict("records")}
+        assert rq1 == {("base policy", "H0"), ("frozen_evolution", "H_best")}
+        (resources,) = report.tables["resources"].to_dict("records")
+        assert (resources["search_rollouts"], resources["training_rollouts"]) == (5, 0)
+        assert "frozen_evolution - base policy (H_best)" in set(report.tables["rq1_differences"]["comparison"])
+
+    again = frozen_evolution(cfg, database_url=url)  # resumed: every evaluation is cached, nothing reruns
+    assert again["search"] == search
+    with session_scope(make_engine(url)) as s:
+        assert s.scalar(select(func.count()).select_from(Trajectory)) == n_traj
