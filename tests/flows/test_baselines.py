@@ -46,11 +46,6 @@ def test_frozen_evolution_selects_on_validation_and_deploys_h_best(tmp_path, tra
         baseline="frozen_evolution",
         evaluate={"split": "dev", "limit": 2, "k": 1, "seeds": 1, "group_concurrency": 2},
     )
-    cfg = cfg.model_copy(
-        update={
-            "train": cfg.train.model_copy(update={"validation": cfg.train.validation.model_copy(update={"n_tasks": 1})})
-        }
-    )
     result = frozen_evolution(cfg, database_url=url)
 
     _, h0, siblings = load_pool("v1")
