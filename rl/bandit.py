@@ -1,5 +1,11 @@
 """The HarnessBandit baseline's arm choice (pure): one harness per optimizer step, by UCB1.
 
+The paper: one harness per optimizer step, chosen by a bandit over the pool from the rewards it
+produced. Our reading (training mode `harness_bandit`, rl/group_planning.py): every group of an
+update runs under the arm chosen for that update; nothing rescues a dead group; the update is
+the same GRPO update as every other mode's. Departures: the paper does not name its bandit, so
+UCB1 is our choice; H0 is an arm like the siblings.
+
 Arms are harnesses (H0 and the pool's siblings). An arm's reward for a step is the mean reward
 of every rollout the step ran under it. UCB1: every arm is played once, in the given order;
 after that the step's arm maximises mean + c * sqrt(ln t / n), with t the steps played so far
