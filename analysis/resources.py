@@ -3,7 +3,8 @@ training, per method, side by side, and the wall time the runs took.
 
 - search: the rollouts of the evolution that froze the method's pool (when that run is in the
   database) plus a baseline's own harness selection (its results' `budget`);
-- training: the rollouts of the groups the updates were formed from (first groups and rescues);
+- training: the rollouts of the groups the updates were formed from (first groups and rescues),
+  or the rollouts a fine-tuning baseline collected to fine-tune on;
 - validation: the re-anchors' paired validation (every harness on the validation tasks);
 - hours: the training run's and the evolution run's wall time (row timestamps).
 API and editor tokens are not counted yet: the offline editors and voters spend none.
@@ -55,11 +56,11 @@ def resource_table(session: Session, methods: list[Method]) -> pd.DataFrame:
             continue
         evolution = _evolution_run(session, run) if run.kind == "pipeline" else None
         search = store.rollouts_of_runs(session, [evolution]) if evolution else None
-        selection = ((run.results or {}).get("budget") or {}).get("selection_rollouts")
-        if selection:
-            search = (search or 0) + selection
+        budget = (run.results or {}).get("budget") or {}  # a baseline's own selections and collections
+        if budget.get("selection_rollouts"):
+            search = (search or 0) + budget["selection_rollouts"]
         roles = store.rollouts_by_role(session, m.train_run_id) if m.train_run_id else {}
-        training = sum(n for role, n in roles.items() if role in TRAIN_ROLES)
+        training = sum(n for role, n in roles.items() if role in TRAIN_ROLES) + budget.get("training_rollouts", 0)
         validation = roles.get(Role.REANCHOR, 0)
         rows.append(
             {

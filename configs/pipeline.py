@@ -48,18 +48,44 @@ class PipelineEvalConfig(_Frozen):
     group_concurrency: int = Field(default=8, ge=1, le=64, description="Rollout groups in flight per evaluation.")
 
 
-BASELINES = ("frozen_evolution",)  # pipelines of another shape (flows/baselines/); the training modes are train.mode
+class RftConfig(_Frozen):
+    """Rejection-sampling fine-tuning, for the baselines that fine-tune the policy on its own
+    successful rollouts (WHALE, HarnessForge; flows/baselines/)."""
+
+    rounds: int = Field(default=2, ge=1, le=20, description="WHALE: rounds of harness search then fine-tuning.")
+    tasks_per_round: int = Field(
+        default=8, ge=1, description="Training tasks a round collects rollouts on (seeded batches, as training's)."
+    )
+    k: int = Field(default=4, ge=1, le=64, description="Rollouts per task and harness when collecting.")
+    harnesses: int = Field(
+        default=2, ge=1, description="WHALE: the current harnesses = the round's N best; HarnessForge: N branches."
+    )
+    steps: int = Field(default=10, ge=1, description="Fine-tuning steps per fine-tune.")
+    batch_size: int = Field(default=4, ge=1, description="Successful rollouts per fine-tuning step.")
+    lr: float = Field(default=2e-5, gt=0.0, le=1.0, description="Peak AdamW learning rate (cosine decay to 0).")
+    gradient_checkpointing: bool = Field(default=True, description="Recompute activations (less memory).")
+
+
+BASELINE_DOCS = {  # pipelines of another shape (flows/baselines/); the training-mode baselines are train.mode
+    "frozen_evolution": "keep the starting policy, deploy the pool's best harness on validation (H_best)",
+    "whale": "rounds of harness selection with the current policy, then fine-tuning on its successes under the "
+    "best harnesses",
+    "harness_forge": "one policy fine-tuned per harness branch, the best (harness, policy) pair deployed",
+}
 
 
 class PipelineConfig(_Frozen):
     NOT_IDENTITY = frozenset({"wandb"})
-    LATER_FIELDS = frozenset({"baseline"})
+    LATER_FIELDS = frozenset({"baseline", "rft"})
     name: str = Field(default="harness-s", description="Pipeline name; every phase's run name starts with it.")
-    baseline: Literal["frozen_evolution"] | None = Field(
+    baseline: Literal["frozen_evolution", "whale", "harness_forge"] | None = Field(
         default=None,
-        description="Run a baseline of another shape instead of training (flows/baselines/): frozen_evolution = "
-        "keep the starting policy, deploy the pool's best harness on validation (H_best). None = Harness-S or the "
-        "baseline named by train.mode.",
+        description="Run a baseline of another shape instead of training (flows/baselines/): "
+        + "; ".join(f"{k} = {v}" for k, v in BASELINE_DOCS.items())
+        + ". None = Harness-S or the baseline named by train.mode.",
+    )
+    rft: RftConfig = Field(
+        default_factory=RftConfig, description="Fine-tuning on own successes (whale, harness_forge)."
     )
     evolve: EvolveConfig | None = Field(
         default=None,

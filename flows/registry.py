@@ -12,6 +12,8 @@ FLOWS: dict[str, tuple[str, str]] = {  # Prefect flow name -> (module, function)
     "sft": ("flows.sft", "sft"),
     "pool-report": ("flows.pool_report", "pool_report"),
     "frozen-evolution": ("flows.baselines.frozen_evolution", "frozen_evolution"),
+    "whale": ("flows.baselines.whale", "whale"),
+    "harness-forge": ("flows.baselines.harness_forge", "harness_forge"),
 }
 
 

@@ -41,9 +41,14 @@ def best_cover(solved: Sequence[set[Hashable]], budget: int) -> tuple[int, tuple
     return best
 
 
-def best_harness(success: dict[str, float], order: Sequence[str]) -> str:
-    """The harness with the highest validation success (frozen-policy evolution's H_best); ties go
-    to the earlier name in `order` (H0 first, then pool order)."""
+def ranked_harnesses(success: dict[str, float], order: Sequence[str]) -> list[str]:
+    """Harness names by validation success, highest first; ties keep the order given (H0 first,
+    then pool order). Frozen-policy evolution deploys the first (H_best)."""
     if not order:
         raise ValueError("no harness to choose from")
-    return max(order, key=lambda name: (success.get(name, 0.0), -list(order).index(name)))
+    position = {name: i for i, name in enumerate(order)}
+    return sorted(order, key=lambda name: (-success.get(name, 0.0), position[name]))
+
+
+def best_harness(success: dict[str, float], order: Sequence[str]) -> str:
+    return ranked_harnesses(success, order)[0]

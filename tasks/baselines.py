@@ -1,17 +1,27 @@
 """Helpers of the baseline flows (flows/baselines/): which harnesses a search chooses among, the
-evaluations that choose and that deploy, and the rollouts a search spent."""
+evaluations that choose, collect and deploy, fine-tuning on a policy's own successes, and the
+rollouts a baseline spent."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from prefect import task
+from sqlalchemy import select
+
 from configs.pipeline import PipelineConfig
-from configs.schema import EvalConfig, TrainConfig
+from configs.schema import EvalConfig, SftConfig, TrainConfig
 from db import store
 from db.engine import session_scope
+from db.models import Trajectory, Turn
 from harness_pool.pool_store import pool_sources
 from harness_pool.spec import load_harness
+from rl.sft import SftExample
+from rl.train_batch import sequences_from_turns
 from tasks.pipeline import TEST_SPLIT, eval_config
 from tasks.resources import get_engine
-from tasks.training import init_checkpoint, task_sets
+from tasks.sft import checkpoint_name, register_checkpoint, register_sft_run, train_checkpoint, write_examples
+from tasks.training import batch_for_step, init_checkpoint, task_sets
 
 
 def candidate_sources(train_cfg: TrainConfig) -> dict[str, str]:
@@ -25,41 +35,128 @@ def candidate_sources(train_cfg: TrainConfig) -> dict[str, str]:
     return out
 
 
-def selection_configs(cfg: PipelineConfig, train_cfg: TrainConfig) -> dict[str, EvalConfig]:
-    """The starting policy under every candidate harness on the training config's validation
-    tasks (the re-anchor's tasks and k), one seed: what frozen-policy search selects by."""
+def selection_configs(
+    cfg: PipelineConfig, train_cfg: TrainConfig, checkpoint: str | None = None, label: str = "select"
+) -> dict[str, EvalConfig]:
+    """A policy (the starting one by default) under every candidate harness on the training
+    config's validation tasks (the re-anchor's tasks and k), one seed: what a search selects by."""
     _, val = task_sets(train_cfg)
     v = train_cfg.validation
     pinned = {"split": v.split, "task_ids": [t.id for t in val], "k": v.k, "seeds": 1, "every": 1, "limit": None}
-    start = init_checkpoint(train_cfg)
+    policy = checkpoint or init_checkpoint(train_cfg)
     return {
-        name: eval_config(cfg, train_cfg, f"select-{name}", start, harness=source, **pinned)
+        name: eval_config(cfg, train_cfg, f"{label}-{name}", policy, harness=source, **pinned)
         for name, source in candidate_sources(train_cfg).items()
     }
 
 
-def deployment_configs(cfg: PipelineConfig, train_cfg: TrainConfig, checkpoint: str, best: str) -> dict:
-    """label -> evaluation of `checkpoint` under H0 ('before') and under H_best ('best'), with
-    test-before and test-best on the whole test split when evaluate.test_seeds is set."""
-    extras = {"before": {}, "best": {"harness": best}}
+def round_tasks(cfg: PipelineConfig, train_cfg: TrainConfig, round_index: int) -> list[str]:
+    """The training tasks a fine-tuning round collects on: seeded batches, as training draws them."""
+    train, _ = task_sets(train_cfg)
+    return batch_for_step([t.id for t in train], train_cfg.seed, cfg.rft.tasks_per_round, round_index)
+
+
+def collect_configs(
+    cfg: PipelineConfig,
+    train_cfg: TrainConfig,
+    checkpoint: str,
+    harnesses: dict[str, str],
+    task_ids: list[str],
+    label: str,
+) -> dict[str, EvalConfig]:
+    """A policy under each given harness (name -> source) on training tasks, rft.k rollouts each:
+    the rollouts whose successes it is fine-tuned on."""
+    pinned = {"split": "train", "task_ids": task_ids, "k": cfg.rft.k, "seeds": 1, "every": 1, "limit": None}
+    return {
+        name: eval_config(cfg, train_cfg, f"{label}-{name}", checkpoint, harness=source, **pinned)
+        for name, source in harnesses.items()
+    }
+
+
+def success_examples(session, run_ids: list[str]) -> list[SftExample]:
+    """Every successful rollout of the runs as a fine-tuning example: its tokens as the policy saw
+    and wrote them, the loss on the policy's own tokens only (as in the GRPO update)."""
+    trajectories = session.scalars(
+        select(Trajectory).where(Trajectory.run_id.in_(run_ids), Trajectory.success.is_(True)).order_by(Trajectory.id)
+    ).all()
+    examples = []
+    for t in trajectories:
+        turns = session.scalars(select(Turn).where(Turn.trajectory_id == t.id).order_by(Turn.index)).all()
+        examples += [SftExample(t.bench_task_id, s.input_ids, s.loss_mask) for s in sequences_from_turns(turns, 1.0)]
+    return examples
+
+
+def rft_settings(cfg: PipelineConfig, train_cfg: TrainConfig, label: str, base: str) -> SftConfig:
+    """The fine-tune of `base` on collected successes (named after the pipeline and the round or branch)."""
+    r = cfg.rft
+    return SftConfig(
+        name=f"{cfg.name}-{label}",
+        base_model=base,
+        heldout_fraction=0.0,
+        steps=r.steps,
+        batch_size=r.batch_size,
+        lr=r.lr,
+        gradient_checkpointing=r.gradient_checkpointing,
+        seed=train_cfg.seed,
+        device=train_cfg.trainer.device,
+        dtype=train_cfg.trainer.dtype,
+        results_dir=train_cfg.results_dir,
+        env=train_cfg.env,
+    )
+
+
+@task(name="rft-checkpoint", task_run_name="rft-{label}")
+def rft_checkpoint(
+    cfg: PipelineConfig, train_cfg: TrainConfig, label: str, base: str, run_ids: list[str], database_url: str | None
+) -> dict:
+    """Fine-tune `base` on the successful rollouts of the runs: {'checkpoint', 'examples'}. No
+    success -> `base` unchanged; a checkpoint already built is reused."""
+    with session_scope(get_engine(database_url)) as session:
+        examples = success_examples(session, run_ids)
+    if not examples:
+        return {"checkpoint": base, "examples": 0}
+    sft_cfg = rft_settings(cfg, train_cfg, label, base)
+    path = write_examples(examples, Path(train_cfg.results_dir) / "rft" / f"{checkpoint_name(sft_cfg)}.jsonl")
+    run_id = register_sft_run.fn(sft_cfg, database_url, None)
+    meta = train_checkpoint(sft_cfg, path, run_id)
+    register_checkpoint.fn({**meta, "run_id": run_id}, database_url)
+    return {"checkpoint": meta["name"], "examples": len(examples)}
+
+
+def deployment_configs(cfg: PipelineConfig, train_cfg: TrainConfig, policy: str | None, best: str) -> dict:
+    """label -> evaluation: the starting policy under H0 ('before'), the baseline's policy under
+    H0 ('after', when it trained one) and under its best harness ('best'); with
+    evaluate.test_seeds, the same on the whole test split as test-before, test-after, test-best."""
+    start = init_checkpoint(train_cfg)
+    plan = {"before": (start, {})}
+    if policy and policy != start:
+        plan["after"] = (policy, {})
+    plan["best"] = (policy or start, {"harness": best})
     if cfg.evaluate.test_seeds:
         test = {**TEST_SPLIT, "seeds": cfg.evaluate.test_seeds}
-        extras |= {f"test-{label}": {**extra, **test} for label, extra in list(extras.items())}
-    return {label: eval_config(cfg, train_cfg, label, checkpoint, **extra) for label, extra in extras.items()}
+        plan |= {f"test-{label}": (ckpt, {**extra, **test}) for label, (ckpt, extra) in list(plan.items())}
+    return {label: eval_config(cfg, train_cfg, label, ckpt, **extra) for label, (ckpt, extra) in plan.items()}
 
 
-def search_rollouts(
-    pool_version: str | None, benchmark: str, selection_runs: list[str], database_url: str | None
+def rollout_budget(
+    pool_version: str | None,
+    benchmark: str,
+    selection_runs: list[str],
+    database_url: str | None,
+    training_runs: list[str] = (),
 ) -> dict:
-    """A baseline's search budget: the rollouts of the evolution that froze its pool (None when
-    that run is not in this database) plus those of its own harness selection."""
+    """A baseline's budget: search = the rollouts of the evolution that froze its pool (None when
+    that run is not in this database) plus those of its own harness selections; training = the
+    rollouts it collected to fine-tune on."""
     with session_scope(get_engine(database_url)) as session:
         evolution_run = store.pool_run_id(session, benchmark, pool_version)
         evolution = store.rollouts_of_runs(session, [evolution_run]) if evolution_run else None
         selection = store.rollouts_of_runs(session, selection_runs)
+        training = store.rollouts_of_runs(session, list(training_runs))
     return {
         "search_rollouts": (evolution or 0) + selection,
         "evolution_rollouts": evolution,
         "evolution_run_id": evolution_run,
         "selection_rollouts": selection,
+        "training_rollouts": training,
     }

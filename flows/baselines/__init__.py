@@ -3,8 +3,10 @@
 A baseline that is a way of forming GRPO groups is a training mode (`train.mode`), planned in
 rl/group_planning.py like GRPO, H0-rescue and the fixed mixture: HarnessBandit (`harness_bandit`,
 its arm choice and documentation in rl/bandit.py).
-A baseline of another shape (no training, or search alternating with fine-tuning) is its own
-flow, chosen by the pipeline config's `baseline:` field, and `hs run` starts it like the pipeline.
+A baseline of another shape is its own flow, chosen by the pipeline config's `baseline:` field,
+and `hs run` starts it like the pipeline: frozen_evolution.py (no training, H_best deployed),
+whale.py (harness search alternating with fine-tuning on own successes), harness_forge.py (a
+fine-tuned policy per harness branch); search.py holds the harness search they share.
 Every baseline stores one results row of kind 'pipeline', so `hs report` compares it with the rest.
 """
 

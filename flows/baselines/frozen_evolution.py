@@ -23,11 +23,11 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from configs.pipeline import PipelineConfig
+from flows.baselines.search import harness_search, search_record
 from flows.evaluate import evaluate
 from flows.pipeline import evolve_pool
 from flows.sft import ensure_warm_start
-from harness_pool.selection import best_harness
-from tasks.baselines import deployment_configs, search_rollouts, selection_configs
+from tasks.baselines import deployment_configs, rollout_budget
 from tasks.pipeline import ensure_training_split, record_results, training_config
 from tasks.training import init_checkpoint, warm_start_config
 
@@ -42,25 +42,14 @@ def frozen_evolution(config: PipelineConfig, database_url: str | None = None) ->
     train_cfg = training_config(cfg, pool_version)
     ensure_warm_start(warm_start_config(train_cfg), database_url)
     start = init_checkpoint(train_cfg)  # the policy stays as it starts: no training
-    choices = selection_configs(cfg, train_cfg)  # H0 and every pool harness, on the same validation tasks
-    selection = {name: evaluate(e, database_url) for name, e in choices.items()}
-    success = {name: e["overall"]["avg"]["mean"] / 100 for name, e in selection.items()}
-    best = best_harness(success, list(selection))
-    get_run_logger().info("H_best %s: %s", best, ", ".join(f"{n} {r:.2f}" for n, r in success.items()))
-    deployed = deployment_configs(cfg, train_cfg, start, choices[best].harness)
+    found = harness_search(cfg, train_cfg, start, "select", database_url)  # H0 and every pool harness
+    best = found["ranked"][0]
+    get_run_logger().info("H_best %s: %s", best, ", ".join(f"{n} {r:.2f}" for n, r in found["success"].items()))
+    deployed = deployment_configs(cfg, train_cfg, None, found["sources"][best])
     evaluations = {label: {**evaluate(e, database_url), "harness": e.harness} for label, e in deployed.items()}
-    spent = search_rollouts(
-        pool_version, cfg.train.env.benchmark, [e["run_id"] for e in selection.values()], database_url
-    )
     extra = {
         "method": "frozen_evolution",
-        "search": {
-            "best": best,
-            "validation_success": success,
-            "n_tasks": train_cfg.validation.n_tasks,
-            "k": train_cfg.validation.k,
-            "selection_runs": {name: e["run_id"] for name, e in selection.items()},
-        },
-        "budget": {**spent, "training_rollouts": 0},
+        "search": search_record(found, train_cfg),
+        "budget": rollout_budget(pool_version, cfg.train.env.benchmark, list(found["runs"].values()), database_url),
     }
     return record_results(cfg, pool_version, None, start, evaluations, database_url, flow_run.get_id(), extra)

@@ -80,3 +80,46 @@ def test_frozen_evolution_selects_on_validation_and_deploys_h_best(tmp_path, tra
     assert again["search"] == search
     with session_scope(make_engine(url)) as s:
         assert s.scalar(select(func.count()).select_from(Trajectory)) == n_traj
+
+
+@pytest.mark.slow
+def test_whale_and_harness_forge_search_collect_fine_tune_and_deploy(tmp_path, train_dir, prefect_api, monkeypatch):
+    """One round each at tiny budgets: the rounds, the pairs and the budget are on record, and the
+    deployed evaluations use the policy and harness the search chose."""
+    from flows.baselines.harness_forge import harness_forge
+    from flows.baselines.whale import whale
+
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    tiny = {
+        "evaluate": {"split": "dev", "limit": 1, "k": 1, "seeds": 1, "group_concurrency": 2},
+        "rft": {"rounds": 1, "tasks_per_round": 1, "k": 2, "harnesses": 1, "steps": 1, "batch_size": 1},
+    }
+    result = whale(tiny_pipeline(tmp_path, name="whale", baseline="whale", **tiny), database_url=url)
+    (one,) = result["rounds"]
+    assert one["harnesses"] == [
+        best_harness(one["success"], list(one["success"]))
+    ]  # the round's current harness: its search's best
+    policy = one["checkpoint"]
+    assert (policy == "smollm2-135m") == (one["examples"] == 0)  # fine-tuned only on successes
+    expected = {"before", "best"} | ({"after"} if policy != "smollm2-135m" else set())
+    assert set(result["evaluations"]) == expected and result["checkpoint"] == policy
+    # search: 2 searches x 5 harnesses x 1 validation task x k 1; training: 1 task x k 2 under 1 harness
+    assert (result["budget"]["selection_rollouts"], result["budget"]["training_rollouts"]) == (10, 2)
+
+    forged = harness_forge(tiny_pipeline(tmp_path, name="forge", baseline="harness_forge", **tiny), database_url=url)
+    (branch,) = forged["pairs"]  # one branch: the starting policy's best harness
+    assert branch == best_harness(forged["search"]["validation_success"], list(forged["search"]["validation_success"]))
+    assert forged["search"]["best"] == branch and forged["checkpoint"] == forged["pairs"][branch]["checkpoint"]
+    # search: the branch ranking (5 harnesses) + the pair's validation (1); training: 1 task x k 2
+    assert (forged["budget"]["selection_rollouts"], forged["budget"]["training_rollouts"]) == (6, 2)
+    _, h0, siblings = load_pool("v1")
+    chosen = {h.name: h.id for h in [h0, *siblings]}[branch]
+    with session_scope(make_engine(url)) as s:
+        deployed = s.scalars(
+            select(Trajectory.harness_id).where(Trajectory.run_id == forged["evaluations"]["best"]["run_id"])
+        ).all()
+        assert set(deployed) == {chosen}
+        report = build_report(s, "whale", ["forge"])
+        rows = report.tables["resources"].set_index("method")
+        assert rows.loc["harness_forge", "training_rollouts"] == 2 and rows.loc["whale", "search_rollouts"] == 10
