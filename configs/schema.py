@@ -414,15 +414,21 @@ class ValidationConfig(_Frozen):
     k: int = Field(default=1, ge=1, le=16, description="Rollouts per harness and validation task.")
 
 
+class ReplayConfig(_Frozen):
+    capacity: int = Field(default=32, ge=0, description="Groups the buffer holds: the most recent with a signal.")
+    per_update: int = Field(default=2, ge=0, description="Buffer groups each update trains on again.")
+
+
 class TrainConfig(TrackedRunConfig):
     NOT_IDENTITY = TrackedRunConfig.NOT_IDENTITY | {"state_dir"}
-    LATER_FIELDS = frozenset({"bandit_exploration"})
+    LATER_FIELDS = frozenset({"bandit_exploration", "replay"})
     name: str = Field(default="train", description="Run name prefix; the run id is derived from the whole config.")
     mode: Mode = Field(
         default=Mode.HARNESS_S,
         description="harness_s: rescue dead H0 groups with router-chosen siblings; grpo: no rescue; h0_rescue: a dead "
         "group gets K fresh H0 rollouts; fixed_mixture: every group's K rollouts spread over 'mixture'; "
-        "harness_bandit: every group of an update under one harness of H0 + pool, chosen by UCB1 (rl/bandit.py).",
+        "harness_bandit: every group of an update under one harness of H0 + pool, chosen by UCB1 (rl/bandit.py); "
+        "harnessx: every group spread over H0 + pool, plus groups replayed from earlier updates (rl/replay.py).",
     )
     init: str = Field(
         default="smollm2-135m",
@@ -453,6 +459,9 @@ class TrainConfig(TrackedRunConfig):
     bandit_exploration: float = Field(
         default=1.414, ge=0.0, le=10.0, description="harness_bandit: UCB1's exploration constant c (rewards in [0, 1])."
     )
+    replay: ReplayConfig = Field(
+        default_factory=ReplayConfig, description="harnessx: the shared replay buffer of earlier groups."
+    )
     tiers: list[TierName] | None = Field(default=None, description="Training-split tiers to train on; None = all.")
     n_tasks: int | None = Field(
         default=None, ge=1, description="Use the first N training tasks (after tiers); None = all."
@@ -475,8 +484,8 @@ class TrainConfig(TrackedRunConfig):
     def _mode_needs(self) -> TrainConfig:
         if self.mode == "harness_s" and not self.pool:
             raise ValueError("mode harness_s needs a non-empty pool of sibling harnesses (pool: [schema_rows, ...])")
-        if self.mode == "harness_bandit" and not self.pool:
-            raise ValueError("mode harness_bandit needs a pool of harnesses to choose from (pool: [schema_rows, ...])")
+        if self.mode in ("harness_bandit", "harnessx") and not self.pool:
+            raise ValueError(f"mode {self.mode} needs a pool of harnesses besides H0 (pool: [schema_rows, ...])")
         if self.mode == "fixed_mixture" and not self.mixture:
             raise ValueError("mode fixed_mixture needs a non-empty mixture list of harness names")
         if self.router.kind == "fixed" and not self.router.names:

@@ -13,6 +13,7 @@ same id updates or replaces the row instead of adding a second one. Only portabl
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import delete, func, inspect, select, text
@@ -393,6 +394,30 @@ def pool_run_id(session: Session, benchmark: str, version: str | None) -> str | 
     if version is None:
         return None
     return session.scalar(select(Pool.run_id).where(Pool.benchmark == benchmark, Pool.version == version))
+
+
+def group_rollouts(session: Session, group_id: str) -> tuple[list[float], list[list[SimpleNamespace]]]:
+    """A stored group's rewards and each rollout's turns (token ids, recorded log-probs, hook
+    events) as plain objects that outlive the session, in sample order: what an update needs to
+    train on it again."""
+    trajectories = session.scalars(
+        select(Trajectory).where(Trajectory.group_id == group_id).order_by(Trajectory.sample_index)
+    ).all()
+    turns = []
+    for t in trajectories:
+        rows = session.scalars(select(Turn).where(Turn.trajectory_id == t.id).order_by(Turn.index)).all()
+        turns.append(
+            [
+                SimpleNamespace(
+                    context_ids=list(r.context_ids),
+                    completion_ids=list(r.completion_ids),
+                    completion_logprobs=list(r.completion_logprobs or []),
+                    hook_events=list(r.hook_events or []),
+                )
+                for r in rows
+            ]
+        )
+    return [t.reward for t in trajectories], turns
 
 
 def train_step_details(session: Session, run_id: str, before: int) -> list[dict[str, Any]]:

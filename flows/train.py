@@ -8,6 +8,7 @@ the end):
      h0_rescue  -> K fresh rollouts under H0 replace it;   grpo -> it stays;
      fixed_mixture -> every group's K rollouts were spread over a fixed harness set;
      harness_bandit -> every group ran under the one harness UCB1 chose for the update;
+     harnessx -> every group was spread over H0 + pool; earlier groups from a replay buffer join;
   3. group advantages and one clipped-surrogate update of the policy;
   4. signals to the database and W&B; trainer state saved for resume; a named checkpoint every
      checkpoint_every updates.
@@ -30,7 +31,13 @@ from configs.schema import TrainConfig
 from flows.hooks import mark_failed_on_failure
 from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
-from tasks.rollout_groups import dead_groups, record_groups, sample_first_groups, sample_rescue_groups
+from tasks.rollout_groups import (
+    dead_groups,
+    record_groups,
+    replay_groups,
+    sample_first_groups,
+    sample_rescue_groups,
+)
 from tasks.training import (
     batch_for_step,
     check_recorded_updates,
@@ -107,8 +114,9 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
             dead = dead_groups(first)  # no success: no GRPO signal
             rescue = sample_rescue_groups(cfg, run_id, step, dead, database_url)  # by mode: router-chosen siblings
             groups = record_groups(cfg, run_id, step, first, rescue, database_url)  # a rescue replaces its dead group
-            update = update_policy(cfg, run_id, step, groups.trained)  # group advantages, one clipped update
-            signals = record_step(cfg, run_id, step, groups, dead, update, reanchored, database_url)
+            replayed = replay_groups(cfg, run_id, step, database_url)  # harnessx: earlier groups from its buffer
+            update = update_policy(cfg, run_id, step, [*groups.trained, *replayed])  # advantages, one clipped update
+            signals = record_step(cfg, run_id, step, groups, dead, update, reanchored, database_url, replayed)
             save_progress(cfg, run_id, step, database_url)  # trainer state + this step's rows, for resume
             bar.update(
                 bar_id,

@@ -9,6 +9,9 @@
 - fixed_mixture: every group's K rollouts are spread round robin over a fixed harness list.
 - harness_bandit: every group of the update runs under the one harness the bandit chose for it
   (rl/bandit.py), no rescue.
+- harnessx: every group's K rollouts are spread over H0 and the pool, the round robin carried
+  on from one task's group to the next so every harness gets its share; no rescue (the update
+  adds groups replayed from earlier updates, rl/replay.py).
 
 Pure planning: no model, database or Prefect here. Rescue rollouts use sample indices K..2K-1
 so their ids never collide with the first group's.
@@ -55,9 +58,16 @@ def first_groups(
     mixture: list[HarnessSpec],
     k: int,
     arm: HarnessSpec | None = None,
+    pool: list[HarnessSpec] = (),
 ) -> list[PlannedGroup]:
-    """Each task's first group: K rollouts under H0, spread over the mixture (fixed_mixture), or
-    under the update's bandit arm (harness_bandit)."""
+    """Each task's first group: K rollouts under H0, spread over the mixture (fixed_mixture) or over
+    H0 + pool (harnessx), or under the update's bandit arm (harness_bandit)."""
+    if _mode(mode) is Mode.HARNESSX:
+        span = list({h.id: h for h in [h0, *pool]}.values())
+        return [
+            PlannedGroup(t, Role.SPAN, [RolloutSpec(t, span[(j * k + i) % len(span)], i) for i in range(k)])
+            for j, t in enumerate(bench_tasks)
+        ]
     if _mode(mode) is Mode.HARNESS_BANDIT:
         if arm is None:
             raise ValueError("mode harness_bandit needs the update's arm (the harness the bandit chose)")
@@ -110,6 +120,7 @@ RESCUE_PLANNERS: dict[Mode, Callable[..., list[PlannedGroup]]] = {
     Mode.H0_RESCUE: _h0_rescue,
     Mode.FIXED_MIXTURE: _no_rescue,
     Mode.HARNESS_BANDIT: _no_rescue,
+    Mode.HARNESSX: _no_rescue,
 }
 
 

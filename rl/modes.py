@@ -16,6 +16,7 @@ class Mode(StrEnum):
     H0_RESCUE = "h0_rescue"  # a dead H0 group is replaced by K fresh H0 rollouts
     FIXED_MIXTURE = "fixed_mixture"  # every group spread over a fixed harness list
     HARNESS_BANDIT = "harness_bandit"  # one harness per update, chosen by UCB1 over H0 + pool (rl/bandit.py)
+    HARNESSX = "harnessx"  # every group spread over H0 + pool, plus groups replayed from a buffer (rl/replay.py)
 
 
 class Role(StrEnum):
@@ -24,11 +25,12 @@ class Role(StrEnum):
     H0 = "h0"  # an update's first group under H0
     MIXTURE = "mixture"  # an update's group in fixed_mixture
     BANDIT = "bandit"  # an update's group under the harness the bandit chose for the update
+    SPAN = "span"  # an update's group spread over H0 and the pool (harnessx)
     RESCUE = "rescue"  # the siblings that replaced a dead group
     H0_RESCUE = "h0_rescue"  # fresh H0 rollouts that replaced a dead group
     REANCHOR = "reanchor"  # paired validation at a re-anchor
 
 
-FIRST_ROLES = (Role.H0, Role.MIXTURE, Role.BANDIT)
+FIRST_ROLES = (Role.H0, Role.MIXTURE, Role.BANDIT, Role.SPAN)
 RESCUE_ROLES = (Role.RESCUE, Role.H0_RESCUE)
 TRAIN_ROLES = FIRST_ROLES + RESCUE_ROLES

@@ -3,7 +3,8 @@
 sample_first_groups: K rollouts per task under H0 (spread over the fixed mixture in that mode);
 dead_groups: the groups with no success, which carry no GRPO signal;
 sample_rescue_groups: replacement groups for the dead ones, per training mode;
-record_groups: every group to the database; the groups the update trains on.
+record_groups: every group to the database; the groups the update trains on;
+replay_groups: harnessx's earlier groups drawn from its replay buffer (read back from the rows).
 
 Groups go from task to task in memory. The database is the record, and the resume source
 (db/journal.py), but the update does not read its rows back from it.
@@ -22,6 +23,7 @@ from db.engine import session_scope
 from rl.bandit import choose_arm, step_rewards
 from rl.group_planning import PlannedGroup, first_groups, is_dead, rescue_groups
 from rl.modes import TRAIN_ROLES, Mode
+from rl.replay import buffer_groups, draw
 from rl.rollout import RolloutResult, run_rollouts
 from tasks.records import build_group
 from tasks.resources import bench_task, env_factory, get_engine
@@ -49,6 +51,10 @@ class Group:
     def rewards(self) -> list[float]:
         return [r.verdict.reward for r in self.results]
 
+    @property
+    def turn_lists(self) -> list[list]:
+        return [r.turns for r in self.results]
+
     def summary(self, trained: bool) -> dict:
         """What the step's record (train_steps.details, the journal) keeps of the group."""
         return {
@@ -62,6 +68,14 @@ class Group:
             "votes": self.plan.votes,
             "trained": trained,
         }
+
+
+class ReplayedGroup:
+    """A group of an earlier update, read back from the database to be trained on again
+    (harnessx's replay buffer): its row id, rewards and each rollout's turns."""
+
+    def __init__(self, group_id: str, rewards: list[float], turn_lists: list[list]):
+        self.group_id, self.rewards, self.turn_lists = group_id, rewards, turn_lists
 
 
 class Sampled:
@@ -136,7 +150,7 @@ def sample_first_groups(
     arm, decision = None, None
     if cfg.mode == Mode.HARNESS_BANDIT:
         arm, decision = _bandit_arm(cfg, run_id, step, [h0, *pool], database_url)
-    plans = first_groups(cfg.mode, [bench_task(cfg.env, i) for i in bench_task_ids], h0, mixture, cfg.k, arm)
+    plans = first_groups(cfg.mode, [bench_task(cfg.env, i) for i in bench_task_ids], h0, mixture, cfg.k, arm, pool)
     return _sample(cfg, run_id, plans, step, phase=0, bandit=decision)
 
 
@@ -175,6 +189,20 @@ def sample_rescue_groups(
             router, version = build_router(cfg, session, run_id, step)
     plans = rescue_groups(cfg.mode, [g.plan.bench_task for g in dead], h0, pool, router, cfg.k)
     return _sample(cfg, run_id, plans, step, phase=1, router_version=version)
+
+
+@task(name="replay-groups", task_run_name="replay-step{step}", cache_policy=NO_CACHE)
+def replay_groups(cfg: TrainConfig, run_id: str, step: int, database_url: str | None) -> list[ReplayedGroup]:
+    """harnessx: groups of earlier updates drawn from the replay buffer (rl/replay.py); none in
+    every other mode."""
+    if cfg.mode != Mode.HARNESSX or not cfg.replay.per_update:
+        return []
+    with session_scope(get_engine(database_url)) as session:
+        buffer = buffer_groups(store.train_step_details(session, run_id, before=step), cfg.replay.capacity)
+        return [
+            ReplayedGroup(gid, *store.group_rollouts(session, gid))
+            for gid in draw(buffer, cfg.replay.per_update, cfg.seed, step)
+        ]
 
 
 @task(name="record-groups", task_run_name="groups-step{step}", cache_policy=NO_CACHE)

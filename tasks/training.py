@@ -284,13 +284,13 @@ def step_sampling(cfg: TrainConfig, step: int, phase: int) -> Sampling:
 
 
 def group_sequences(groups) -> list:
-    """Training sequences of the groups (objects with .results and .group_id), each rollout's
-    with its group-relative advantage."""
+    """Training sequences of the groups (objects with .rewards, .turn_lists and .group_id), each
+    rollout's with its group-relative advantage."""
     seqs = []
     for group in groups:
-        rewards = torch.tensor([r.verdict.reward for r in group.results], dtype=torch.float32)
-        for result, advantage in zip(group.results, group_advantages(rewards).tolist()):
-            seqs += sequences_from_turns(result.turns, advantage, group.group_id)
+        rewards = torch.tensor(group.rewards, dtype=torch.float32)
+        for turns, advantage in zip(group.turn_lists, group_advantages(rewards).tolist()):
+            seqs += sequences_from_turns(turns, advantage, group.group_id)
     return seqs
 
 
@@ -331,9 +331,11 @@ def record_step(
     update: dict,
     reanchor: dict | None,
     database_url: str | None,
+    replayed: list = (),
 ) -> dict:
     """The step's signals to the database (one row, replaced on re-run) and to W&B. `groups` is
-    the step's StepGroups (tasks/rollout_groups.py), `dead` its dead first groups."""
+    the step's StepGroups (tasks/rollout_groups.py), `dead` its dead first groups, `replayed`
+    the earlier groups the update trained on again (harnessx)."""
     outcomes = [
         GroupOutcome(
             g.successes, g.rewards, [r.n_policy_tokens for r in g.results], rescued=g.plan.role in RESCUE_ROLES
@@ -345,6 +347,7 @@ def record_step(
         {
             "train/first_group_success": _mean(s for g in groups.first.groups for s in g.successes),
             "train/dead_groups": float(len(dead)),
+            "train/replayed_groups": float(len(replayed)),
             "train/loss": update["loss"],
             "train/clip_fraction": update["clip_fraction"],
             "train/grad_norm": update["grad_norm"],
@@ -372,6 +375,7 @@ def record_step(
                     "groups": groups.summaries(),
                     "update": update,
                     **({"bandit": groups.first.bandit} if groups.first.bandit else {}),
+                    **({"replayed": [g.group_id for g in replayed]} if replayed else {}),
                 },
             )
         )

@@ -2,7 +2,8 @@
 
 A baseline that is a way of forming GRPO groups is a training mode (`train.mode`), planned in
 rl/group_planning.py like GRPO, H0-rescue and the fixed mixture: HarnessBandit (`harness_bandit`,
-its arm choice and documentation in rl/bandit.py).
+its arm choice and documentation in rl/bandit.py) and HarnessX (`harnessx`, its replay buffer
+and documentation in rl/replay.py).
 A baseline of another shape is its own flow, chosen by the pipeline config's `baseline:` field,
 and `hs run` starts it like the pipeline: frozen_evolution.py (no training, H_best deployed),
 whale.py (harness search alternating with fine-tuning on own successes), harness_forge.py (a

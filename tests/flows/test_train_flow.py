@@ -178,6 +178,55 @@ def test_harness_bandit_plays_every_harness_then_the_one_that_paid(tmp_path, tra
 
 
 @pytest.mark.slow
+def test_harnessx_spans_harnesses_and_replays_a_group_with_a_signal_token_for_token(tmp_path, train_dir):
+    """harnessx: a group's rollouts spread over H0 + pool; the next update trains on its fresh
+    group and, from the replay buffer, the earlier group with a signal, read back from the rows
+    with the same tokens and recorded log-probabilities."""
+    from harness_pool.runtime import HarnessRuntime, task_fields
+    from rl.sft import demo_replies
+    from rl.trainer import TorchTrainer, TrainerSettings
+    from rl.transformers_policy import TransformersPolicy
+    from tasks import rollout_groups, training
+    from tasks.resources import bench_tasks
+
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = tiny_cfg(tmp_path, mode="harnessx", k=2, env={"max_rounds": 4}, replay={"capacity": 4, "per_update": 2})
+    run = training.register_train_run.fn(cfg, url, None)
+    task = bench_tasks(cfg.env, "train", tiers=["easy"])[0]
+    opening, _ = HarnessRuntime(load_harness("schema_rows"), task_fields(task)).opening_messages()
+    inner = TransformersPolicy("smollm2-135m", shared=False)
+    policy = ScriptedByHarness(inner, opening, demo_replies(task, random.Random(0), inspect_prob=0.0))
+    run_id = run["run_id"]
+    training._HANDLES[run_id] = training.TrainHandle(
+        policy, TorchTrainer(inner.model, TrainerSettings(lr=1e-6, micro_batch=2), inner.pad_id)
+    )
+    try:
+        steps = []
+        for step in range(2):
+            first = rollout_groups.sample_first_groups.fn(cfg, run_id, step, [task.id], url)
+            groups = rollout_groups.record_groups.fn(cfg, run_id, step, first, rollout_groups.Sampled([], 0.0), url)
+            replayed = rollout_groups.replay_groups.fn(cfg, run_id, step, url)
+            update = training.update_policy.fn(cfg, run_id, step, [*groups.trained, *replayed])
+            training.record_step.fn(cfg, run_id, step, groups, [], update, None, url, replayed)
+            steps.append((groups, replayed, update))
+        (g0,), none, update0 = steps[0][0].trained, steps[0][1], steps[0][2]
+        assert [r.harness_id for r in g0.results] == [load_harness("h0").id, load_harness("schema_rows").id]
+        assert g0.successes == [False, True] and none == [] and update0["sequences"] == 2
+        _, (again,), update1 = steps[1]
+        assert again.group_id == g0.group_id and again.rewards == g0.rewards and update1["sequences"] == 4
+        original, replay = training.group_sequences([g0]), training.group_sequences([again])
+        assert [(q.input_ids, q.advantage) for q in replay] == [(q.input_ids, q.advantage) for q in original]
+        flat = [[x for q in seqs for x in q.rollout_logprobs] for seqs in (replay, original)]
+        assert flat[0] == pytest.approx(flat[1], nan_ok=True)
+        with session_scope(make_engine(url)) as s:
+            row = s.scalars(select(TrainStep).where(TrainStep.run_id == run_id, TrainStep.step == 1)).one()
+            assert row.details["replayed"] == [g0.group_id] and row.metrics["train/replayed_groups"] == 1.0
+            assert {g.role for g in s.scalars(select(RolloutGroup).where(RolloutGroup.run_id == run_id))} == {"span"}
+    finally:
+        training.drop_handle(run_id)
+
+
+@pytest.mark.slow
 def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, train_dir, prefect_api, monkeypatch):
     from flows.train import train
     from rl.trainer import TorchTrainer

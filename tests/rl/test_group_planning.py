@@ -54,6 +54,13 @@ def test_baselines(harnesses):
     bandit = first_groups("harness_bandit", [T(1), T(2)], h0, [], 4, arm=arm)
     assert [(g.role, g.harness_id, len(g.specs)) for g in bandit] == [("bandit", arm.id, 4)] * 2
     assert rescue_groups("harness_bandit", [T(1)], h0, [arm], None, 4) == []
+    pool = [harnesses["schema_rows"], harnesses["format_reminder"], h0]  # H0 listed again: one harness
+    spans = first_groups("harnessx", [T(1), T(2)], h0, [], 4, pool=pool)
+    assert [[s.harness.name for s in g.specs] for g in spans] == [
+        ["h0", "schema_rows", "format_reminder", "h0"],
+        ["schema_rows", "format_reminder", "h0", "schema_rows"],  # the round robin carries on
+    ]
+    assert {g.role for g in spans} == {"span"} and rescue_groups("harnessx", [T(1)], h0, pool, None, 4) == []
     with pytest.raises(ValueError, match="the update's arm"):
         first_groups("harness_bandit", [T(1)], h0, [], 4)
 
