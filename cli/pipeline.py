@@ -38,6 +38,9 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
 
     cfg = load_config(PipelineConfig, path, None, sets)
     pipeline_preflight(cfg, database_url)
+    console = Console()
+    if cfg.evolve is None:  # the pool exists already: say what the run will spend before it starts
+        console.print(planned_budget(cfg), highlight=False)
     if cfg.baseline:  # a baseline of another shape (flows/baselines/)
         from flows.baselines import baseline_flow
 
@@ -46,13 +49,23 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
         from flows.pipeline import pipeline
 
         flow, what = pipeline, "pipeline"
-    console = Console()
     try:
         result = flow(cfg, database_url=database_url)
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; every finished phase and task persists
         flow_failed(what, exc, "start the same command again (or `hs rerun FLOW_RUN_ID`) to resume")
     print_results(console, cfg.name, result)
     return result
+
+
+def planned_budget(cfg) -> str:
+    from configs.budget import describe, planned_rollouts
+    from harness_pool.pool_store import resolve_pool
+    from harness_pool.spec import load_harness
+
+    bench = cfg.train.env.benchmark
+    pool = [f"pool:{cfg.pool_version}"] if cfg.pool_version else cfg.train.pool
+    n_harnesses = len({load_harness(cfg.train.harness, bench).id} | {h.id for h in resolve_pool(pool, bench)})
+    return describe(planned_rollouts(cfg, n_harnesses)) + " (evaluation and the pool's evolution not counted)"
 
 
 def print_results(console: Console, name: str, result: dict) -> None:
