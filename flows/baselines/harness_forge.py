@@ -26,10 +26,8 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from configs.pipeline import PipelineConfig
-from flows.baselines.search import harness_search, search_record
+from flows.baselines.search import harness_search, search_record, searched_pool
 from flows.evaluate import evaluate
-from flows.pipeline import evolve_pool
-from flows.sft import ensure_warm_start
 from harness_pool.selection import ranked_harnesses
 from tasks.baselines import (
     collect_configs,
@@ -39,20 +37,15 @@ from tasks.baselines import (
     round_tasks,
     selection_configs,
 )
-from tasks.pipeline import ensure_training_split, record_results, training_config
-from tasks.training import init_checkpoint, warm_start_config
+from tasks.pipeline import record_results
+from tasks.training import init_checkpoint
 
 
 @flow(name="harness-forge", flow_run_name="harness-forge-{config.name}")
 def harness_forge(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
-    ensure_training_split(cfg.train.env)
-    pool_version = cfg.pool_name()
-    if cfg.evolve is not None:
-        pool_version = evolve_pool(cfg, database_url)["version"]
-    train_cfg = training_config(cfg, pool_version)
-    ensure_warm_start(warm_start_config(train_cfg), database_url)
+    pool_version, train_cfg = searched_pool(cfg, database_url)  # evolved now with `evolve:`, else frozen
     start = init_checkpoint(train_cfg)
     found = harness_search(cfg, train_cfg, start, "branch-search", database_url)
     branches = found["ranked"][: cfg.rft.harnesses]
@@ -61,7 +54,9 @@ def harness_forge(config: PipelineConfig, database_url: str | None = None) -> di
         policy = start
         for r in range(cfg.rft.rounds):
             tasks = round_tasks(cfg, train_cfg, r)
-            (collect,) = collect_configs(cfg, train_cfg, policy, {b: found["sources"][b]}, tasks, f"{b}-r{r}").values()
+            (collect,) = collect_configs(
+                cfg, train_cfg, policy, {b: found["sources"][b]}, tasks, f"branch-r{r}-collect"
+            ).values()
             run_id = evaluate(collect, database_url)["run_id"]
             collected.append(run_id)
             policy = rft_checkpoint(cfg, train_cfg, f"rft-{b}-r{r}", policy, [run_id], database_url)["checkpoint"]

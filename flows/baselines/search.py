@@ -6,8 +6,25 @@ from __future__ import annotations
 from configs.pipeline import PipelineConfig
 from configs.schema import TrainConfig
 from flows.evaluate import evaluate
+from flows.pipeline import evolve_pool
+from flows.sft import ensure_warm_start
 from harness_pool.selection import ranked_harnesses
 from tasks.baselines import selection_configs
+from tasks.pipeline import ensure_training_split, training_config
+from tasks.training import warm_start_config
+
+
+def searched_pool(cfg: PipelineConfig, database_url: str | None) -> tuple[str | None, TrainConfig]:
+    """What every search baseline starts from: the training split, the pool (evolved now with the
+    starting policy when `evolve:` is set, else the frozen one named), the training phase's
+    settings on that pool, and the warm start built. Returns (pool version, training config)."""
+    ensure_training_split(cfg.train.env)
+    pool_version = cfg.pool_name()
+    if cfg.evolve is not None:
+        pool_version = evolve_pool(cfg, database_url)["version"]
+    train_cfg = training_config(cfg, pool_version)
+    ensure_warm_start(warm_start_config(train_cfg), database_url)
+    return pool_version, train_cfg
 
 
 def harness_search(

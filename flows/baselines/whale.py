@@ -30,25 +30,18 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from configs.pipeline import PipelineConfig
-from flows.baselines.search import harness_search, search_record
+from flows.baselines.search import harness_search, search_record, searched_pool
 from flows.evaluate import evaluate
-from flows.pipeline import evolve_pool
-from flows.sft import ensure_warm_start
 from tasks.baselines import collect_configs, deployment_configs, rft_checkpoint, rollout_budget, round_tasks
-from tasks.pipeline import ensure_training_split, record_results, training_config
-from tasks.training import init_checkpoint, warm_start_config
+from tasks.pipeline import record_results
+from tasks.training import init_checkpoint
 
 
 @flow(name="whale", flow_run_name="whale-{config.name}")
 def whale(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
-    ensure_training_split(cfg.train.env)
-    pool_version = cfg.pool_name()
-    if cfg.evolve is not None:
-        pool_version = evolve_pool(cfg, database_url)["version"]
-    train_cfg = training_config(cfg, pool_version)
-    ensure_warm_start(warm_start_config(train_cfg), database_url)
+    pool_version, train_cfg = searched_pool(cfg, database_url)  # evolved now with `evolve:`, else frozen
     policy, rounds, searched, collected = init_checkpoint(train_cfg), [], [], []
     for r in range(cfg.rft.rounds):
         found = harness_search(cfg, train_cfg, policy, f"r{r}-search", database_url)  # harness search, policy frozen
