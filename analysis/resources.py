@@ -2,7 +2,7 @@
 training, per method, side by side, and the wall time the runs took.
 
 - search: the rollouts of the evolution that froze the method's pool (when that run is in the
-  database) plus a baseline's own harness selection (its results' `budget`);
+  database); a baseline counts its own (its results' `budget`: selections, evolution rounds);
 - training: the rollouts of the groups the updates were formed from (first groups and rescues),
   or the rollouts a fine-tuning baseline collected to fine-tune on;
 - validation: the re-anchors' paired validation (every harness on the validation tasks);
@@ -55,13 +55,15 @@ def resource_table(session: Session, methods: list[Method]) -> pd.DataFrame:
         if run is None:
             continue
         evolution = _evolution_run(session, run) if run.kind == "pipeline" else None
-        search = store.rollouts_of_runs(session, [evolution]) if evolution else None
-        budget = (run.results or {}).get("budget") or {}  # a baseline's own selections and collections
-        if budget.get("selection_rollouts"):
-            search = (search or 0) + budget["selection_rollouts"]
-        roles = store.rollouts_by_role(session, m.train_run_id) if m.train_run_id else {}
-        training = sum(n for role, n in roles.items() if role in TRAIN_ROLES) + budget.get("training_rollouts", 0)
-        validation = roles.get(Role.REANCHOR, 0)
+        budget = (run.results or {}).get("budget") if run.kind == "pipeline" else None
+        if budget:  # a baseline counted its own search, collections and segments
+            search = budget.get("search_rollouts")
+            training, validation = budget.get("training_rollouts", 0), budget.get("validation_rollouts", 0)
+        else:
+            search = store.rollouts_of_runs(session, [evolution]) if evolution else None
+            roles = store.rollouts_by_role(session, m.train_run_id) if m.train_run_id else {}
+            training = sum(n for role, n in roles.items() if role in TRAIN_ROLES)
+            validation = roles.get(Role.REANCHOR, 0)
         rows.append(
             {
                 "method": m.label,

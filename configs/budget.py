@@ -5,6 +5,8 @@ search (a baseline's harness selections), training (the rollouts updates or fine
 from) and validation (re-anchors); evaluation and the pool's evolution are left out, since every
 method of a comparison shares them. A rescue group is spent only when its first group dies, so
 for harness_s and h0_rescue the training figure is a range: no dead group .. every group dead.
+HarnessX's coupled evolution is planned at its upper bound (every candidate validated on
+max_tasks) and its re-anchors with the pool it starts with (the pool grows after each round).
 """
 
 from __future__ import annotations
@@ -31,6 +33,17 @@ def planned_rollouts(cfg: PipelineConfig, n_harnesses: int) -> dict[str, int]:
         return _plan(
             search=n_harnesses * per_check + branches * per_check,
             training=branches * r.rounds * r.tasks_per_round * r.k,
+        )
+    if cfg.baseline == "harnessx":  # evolution rounds (at most) + segments (re-anchors: the pool as it starts)
+        e, rounds = cfg.evolve, cfg.coupling.rounds
+        per_round = e.diagnose.n_tasks * e.diagnose.k + e.children_per_parent * e.validation.max_tasks * e.validation.k
+        n = t.updates // rounds
+        segments = [n + (1 if i < t.updates % rounds else 0) for i in range(rounds)]
+        checks = sum(math.ceil(u / t.reanchor_every) + 1 for u in segments)
+        return _plan(
+            search=rounds * per_round,
+            training=t.updates * t.batch_tasks * t.k,
+            validation=checks * n_harnesses * per_check,
         )
     first = t.updates * t.batch_tasks * t.k
     reanchors = math.ceil(t.updates / t.reanchor_every) + 1  # on schedule from update 0, and at the end

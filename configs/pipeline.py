@@ -66,19 +66,29 @@ class RftConfig(_Frozen):
     gradient_checkpointing: bool = Field(default=True, description="Recompute activations (less memory).")
 
 
+class CouplingConfig(_Frozen):
+    """HarnessX's coupling of harness evolution with training (flows/baselines/harnessx.py)."""
+
+    rounds: int = Field(
+        default=2, ge=1, le=20, description="Rounds of (one evolution round, then train.updates / rounds updates)."
+    )
+
+
 BASELINE_DOCS = {  # pipelines of another shape (flows/baselines/); the training-mode baselines are train.mode
     "frozen_evolution": "keep the starting policy, deploy the pool's best harness on validation (H_best)",
     "whale": "rounds of harness selection with the current policy, then fine-tuning on its successes under the "
     "best harnesses",
     "harness_forge": "one policy fine-tuned per harness branch, the best (harness, policy) pair deployed",
+    "harnessx": "rounds of one evolution round with the current policy, then harnessx training segments over "
+    "the grown pool, with one replay buffer across the segments",
 }
 
 
 class PipelineConfig(_Frozen):
     NOT_IDENTITY = frozenset({"wandb"})
-    LATER_FIELDS = frozenset({"baseline", "rft"})
+    LATER_FIELDS = frozenset({"baseline", "rft", "coupling"})
     name: str = Field(default="harness-s", description="Pipeline name; every phase's run name starts with it.")
-    baseline: Literal["frozen_evolution", "whale", "harness_forge"] | None = Field(
+    baseline: Literal["frozen_evolution", "whale", "harness_forge", "harnessx"] | None = Field(
         default=None,
         description="Run a baseline of another shape instead of training (flows/baselines/): "
         + "; ".join(f"{k} = {v}" for k, v in BASELINE_DOCS.items())
@@ -86,6 +96,9 @@ class PipelineConfig(_Frozen):
     )
     rft: RftConfig = Field(
         default_factory=RftConfig, description="Fine-tuning on own successes (whale, harness_forge)."
+    )
+    coupling: CouplingConfig = Field(
+        default_factory=CouplingConfig, description="harnessx: evolution rounds interleaved with training."
     )
     evolve: EvolveConfig | None = Field(
         default=None,
@@ -111,13 +124,12 @@ class PipelineConfig(_Frozen):
     def _one_pool_source(self) -> PipelineConfig:
         if self.evolve is not None and self.pool_version is not None:
             raise ValueError("set either evolve (a new pool) or pool_version (reuse a frozen pool), not both")
-        if (
-            self.baseline == "frozen_evolution"
-            and self.evolve is None
-            and not self.pool_version
-            and not self.train.pool
-        ):
-            raise ValueError("baseline frozen_evolution searches a pool: set evolve, pool_version or train.pool")
+        if self.baseline == "harnessx" and (self.evolve is None or self.train.mode != "harnessx"):
+            raise ValueError("baseline harnessx evolves between training segments: set evolve and train.mode harnessx")
+        if self.baseline == "harnessx" and self.train.updates < self.coupling.rounds:
+            raise ValueError("baseline harnessx: train.updates must be at least coupling.rounds (updates per round)")
+        if self.baseline and self.evolve is None and not self.pool_version and not self.train.pool:
+            raise ValueError(f"baseline {self.baseline} searches a pool: set evolve, pool_version or train.pool")
         if self.evolve is not None and not self.evolve.pool.version:
             raise ValueError("evolve.pool.version must name the pool the pipeline trains on (e.g. v2)")
         return self

@@ -417,6 +417,10 @@ class ValidationConfig(_Frozen):
 class ReplayConfig(_Frozen):
     capacity: int = Field(default=32, ge=0, description="Groups the buffer holds: the most recent with a signal.")
     per_update: int = Field(default=2, ge=0, description="Buffer groups each update trains on again.")
+    from_runs: list[str] = Field(
+        default_factory=list,
+        description="Earlier training runs whose groups the buffer starts with (HarnessX's segments share one).",
+    )
 
 
 class TrainConfig(TrackedRunConfig):

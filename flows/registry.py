@@ -14,6 +14,7 @@ FLOWS: dict[str, tuple[str, str]] = {  # Prefect flow name -> (module, function)
     "frozen-evolution": ("flows.baselines.frozen_evolution", "frozen_evolution"),
     "whale": ("flows.baselines.whale", "whale"),
     "harness-forge": ("flows.baselines.harness_forge", "harness_forge"),
+    "harnessx": ("flows.baselines.harnessx", "harnessx"),
 }
 
 

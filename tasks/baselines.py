@@ -10,15 +10,16 @@ from prefect import task
 from sqlalchemy import select
 
 from configs.pipeline import PipelineConfig
-from configs.schema import EvalConfig, SftConfig, TrainConfig
+from configs.schema import EvalConfig, EvolveConfig, SftConfig, TrainConfig
 from db import store
 from db.engine import session_scope
 from db.models import Trajectory, Turn
 from harness_pool.pool_store import pool_sources
 from harness_pool.spec import load_harness
+from rl.modes import TRAIN_ROLES, Role
 from rl.sft import SftExample
 from rl.train_batch import sequences_from_turns
-from tasks.pipeline import TEST_SPLIT, eval_config
+from tasks.pipeline import TEST_SPLIT, eval_config, training_config
 from tasks.resources import get_engine
 from tasks.sft import checkpoint_name, register_checkpoint, register_sft_run, train_checkpoint, write_examples
 from tasks.training import batch_for_step, init_checkpoint, task_sets
@@ -159,4 +160,57 @@ def rollout_budget(
         "evolution_run_id": evolution_run,
         "selection_rollouts": selection,
         "training_rollouts": training,
+    }
+
+
+# -- HarnessX: evolution rounds interleaved with training segments ----------------------------------
+def segment_updates(cfg: PipelineConfig) -> list[int]:
+    """train.updates split over coupling.rounds segments, the first ones taking the remainder."""
+    n, rounds = cfg.train.updates, cfg.coupling.rounds
+    return [n // rounds + (1 if r < n % rounds else 0) for r in range(rounds)]
+
+
+def round_evolution(cfg: PipelineConfig, r: int, policy: str) -> EvolveConfig:
+    """One evolution round from H0 with the current policy frozen; its pool is a version of its own."""
+    e = cfg.evolve
+    return EvolveConfig.model_validate(
+        {
+            **e.model_dump(),
+            "name": f"{cfg.name}-evolve-r{r}",
+            "rounds": 1,
+            "seed": e.seed + r,
+            "warm_start": None,
+            "policy": {**e.policy.model_dump(), "model": policy},
+            "pool": {**e.pool.model_dump(), "version": f"{cfg.name}-r{r}", "dvc": False},
+        }
+    )
+
+
+def segment_config(cfg: PipelineConfig, r: int, policy: str, pools: list[str], updates: int, earlier: list[str]):
+    """Training segment r: harnessx updates from the current policy over the pool grown so far,
+    its replay buffer starting with the earlier segments' groups."""
+    base = training_config(cfg, None)
+    return TrainConfig.model_validate(
+        {
+            **base.model_dump(),
+            "name": f"{cfg.name}-train-r{r}",
+            "warm_start": None,
+            "init": policy,
+            "pool": [*base.pool, *pools],
+            "updates": updates,
+            "replay": {**base.replay.model_dump(), "from_runs": earlier},
+        }
+    )
+
+
+def coupled_budget(evolution_runs: list[str], segment_runs: list[str], database_url: str | None) -> dict:
+    """HarnessX's budget: search = its evolution rounds' rollouts; training and validation = its
+    segments' update groups and re-anchors."""
+    with session_scope(get_engine(database_url)) as session:
+        roles = [store.rollouts_by_role(session, run) for run in segment_runs]
+        search = store.rollouts_of_runs(session, evolution_runs)
+    return {
+        "search_rollouts": search,
+        "training_rollouts": sum(n for r in roles for role, n in r.items() if role in TRAIN_ROLES),
+        "validation_rollouts": sum(r.get(Role.REANCHOR, 0) for r in roles),
     }

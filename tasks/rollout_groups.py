@@ -198,7 +198,8 @@ def replay_groups(cfg: TrainConfig, run_id: str, step: int, database_url: str | 
     if cfg.mode != Mode.HARNESSX or not cfg.replay.per_update:
         return []
     with session_scope(get_engine(database_url)) as session:
-        buffer = buffer_groups(store.train_step_details(session, run_id, before=step), cfg.replay.capacity)
+        earlier = [d for run in cfg.replay.from_runs for d in store.train_step_details(session, run, before=10**9)]
+        buffer = buffer_groups(earlier + store.train_step_details(session, run_id, before=step), cfg.replay.capacity)
         return [
             ReplayedGroup(gid, *store.group_rollouts(session, gid))
             for gid in draw(buffer, cfg.replay.per_update, cfg.seed, step)

@@ -7,7 +7,8 @@ and documentation in rl/replay.py).
 A baseline of another shape is its own flow, chosen by the pipeline config's `baseline:` field,
 and `hs run` starts it like the pipeline: frozen_evolution.py (no training, H_best deployed),
 whale.py (harness search alternating with fine-tuning on own successes), harness_forge.py (a
-fine-tuned policy per harness branch); search.py holds the harness search they share.
+fine-tuned policy per harness branch), harnessx.py (evolution rounds alternating with harnessx
+training segments); search.py holds the harness search they share.
 Every baseline stores one results row of kind 'pipeline', so `hs report` compares it with the rest.
 """
 

@@ -16,7 +16,7 @@ from harness_pool.spec import load_harness
 
 def plan(path: str) -> dict[str, int]:
     cfg = load_config(PipelineConfig, path)
-    pool = [f"pool:{cfg.pool_version}"] if cfg.pool_version else cfg.train.pool
+    pool = [f"pool:{cfg.pool_version}"] if cfg.pool_version else cfg.train.pool  # harnessx: the pool it starts with
     n = len({load_harness(cfg.train.harness).id} | {h.id for h in resolve_pool(pool)})
     return planned_rollouts(cfg, n)
 
@@ -32,6 +32,7 @@ def plan(path: str) -> dict[str, int]:
         ("configs/baselines/frozen_evolution.yaml", (400, 0, 0, 0)),
         ("configs/baselines/whale.yaml", (1600, 1632, 1632, 0)),
         ("configs/baselines/harness_forge.yaml", (480, 1632, 1632, 0)),
+        ("configs/baselines/harnessx_coupled.yaml", (544, 1280, 1280, 1600)),
     ],
 )
 def test_committed_configs_plan_the_budgets_they_state(path, expected):

@@ -24,6 +24,11 @@ def test_best_harness_takes_the_highest_success_and_ties_go_to_the_earlier():
         best_harness({}, [])
 
 
+def test_a_harnessx_baseline_needs_evolution_and_its_mode():
+    with pytest.raises(ConfigError, match="set evolve and train.mode harnessx"):
+        load_config(PipelineConfig, "configs/quickstart.yaml", sets=["baseline=harnessx"])
+
+
 def test_a_frozen_evolution_baseline_needs_a_pool():
     with pytest.raises(ConfigError, match="searches a pool"):
         load_config(
@@ -123,3 +128,58 @@ def test_whale_and_harness_forge_search_collect_fine_tune_and_deploy(tmp_path, t
         report = build_report(s, "whale", ["forge"])
         rows = report.tables["resources"].set_index("method")
         assert rows.loc["harness_forge", "training_rollouts"] == 2 and rows.loc["whale", "search_rollouts"] == 10
+
+
+@pytest.mark.slow
+def test_harnessx_alternates_evolution_rounds_with_segments_sharing_one_replay_buffer(
+    tmp_path, train_dir, prefect_api, monkeypatch
+):
+    from flows.baselines.harnessx import harnessx
+
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = tiny_pipeline(
+        tmp_path,
+        name="hx",
+        baseline="harnessx",
+        pool_version=None,
+        evolve={
+            "name": "hx-evolve",
+            "rounds": 1,
+            "parents_per_round": 1,
+            "children_per_parent": 1,
+            "tiers": ["easy"],
+            "diagnose": {"n_tasks": 2, "k": 1, "min_support": 1},
+            "validation": {"max_tasks": 4, "n_controls": 1, "k": 1},
+            "sampling": {"max_new_tokens": 12},
+            "env": {"max_rounds": 1},
+            "pool": {"root": str(tmp_path / "pools"), "dvc": False, "version": "unused"},
+            "results_dir": str(tmp_path / "results"),
+            "wandb": "disabled",
+        },
+        coupling={"rounds": 2},
+        evaluate={"split": "dev", "limit": 1, "k": 1, "seeds": 1, "rank1": False, "group_concurrency": 2},
+    )
+    cfg = PipelineConfig.model_validate(
+        {**cfg.model_dump(), "train": {**cfg.train.model_dump(), "mode": "harnessx", "updates": 2}}
+    )
+    result = harnessx(cfg, database_url=url)
+
+    first, second = result["segments"]
+    with session_scope(make_engine(url)) as s:
+        one, two = s.get(Run, first).config, s.get(Run, second).config
+        assert two["replay"]["from_runs"] == [first] and one["replay"]["from_runs"] == []  # one buffer throughout
+        assert two["init"] == f"{first}-u1" and one["init"] == "smollm2-135m"  # the policy carries over
+        assert two["pool"][-2:] == result["pools"] and one["pool"][-1:] == result["pools"][:1]  # the pool grows
+        evolved = [s.get(Run, r).config for r in result["evolutions"]]
+        assert [e["policy"]["model"] for e in evolved] == ["smollm2-135m", f"{first}-u1"]
+        assert result["checkpoint"] == f"{second}-u1" and {"before", "after"} <= set(result["evaluations"])
+        segment_rollouts = s.scalar(
+            select(func.count()).select_from(Trajectory).where(Trajectory.run_id.in_([first, second]))
+        )
+        budget = result["budget"]
+        assert budget["training_rollouts"] == 2 * 1 * 2  # 2 updates x 1 task x K 2, no rescue in harnessx
+        assert budget["training_rollouts"] + budget["validation_rollouts"] == segment_rollouts
+        assert budget["search_rollouts"] > 0
+        (row,) = build_report(s, "hx", []).tables["resources"].to_dict("records")
+        assert (row["method"], row["training_rollouts"]) == ("harnessx", 4)
