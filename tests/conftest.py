@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import secrets
+import warnings
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -99,6 +101,11 @@ def postgres_url() -> Iterator[str]:
     try:
         yield f"postgresql+psycopg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
     finally:
+        # Engines a test made and dropped still hold pooled connections to this database: close them
+        # now, quietly, rather than let the garbage collector warn inside whichever test runs next.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
         with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
