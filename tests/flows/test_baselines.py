@@ -141,7 +141,6 @@ def test_harnessx_alternates_evolution_rounds_with_segments_sharing_one_replay_b
     cfg = tiny_pipeline(
         tmp_path,
         name="hx",
-        baseline="harnessx",
         pool_version=None,
         evolve={
             "name": "hx-evolve",
@@ -161,7 +160,11 @@ def test_harnessx_alternates_evolution_rounds_with_segments_sharing_one_replay_b
         evaluate={"split": "dev", "limit": 1, "k": 1, "seeds": 1, "rank1": False, "group_concurrency": 2},
     )
     cfg = PipelineConfig.model_validate(
-        {**cfg.model_dump(), "train": {**cfg.train.model_dump(), "mode": "harnessx", "updates": 2}}
+        {
+            **cfg.model_dump(),
+            "baseline": "harnessx",
+            "train": {**cfg.train.model_dump(), "mode": "harnessx", "updates": 2},
+        }
     )
     result = harnessx(cfg, database_url=url)
 
