@@ -22,9 +22,12 @@ if ! grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null; then   # docs/r
   log "warning: this CPU has no AMX/AVX-512 bf16: rollouts run in fp32, about 10x slower; one method takes 4-5 h"
 fi
 
-STEPS=(harness_s grpo h0_rescue fixed_mixture random fixed_profiles pool)
+BASELINES=(frozen_evolution harness_bandit harnessx whale harness_forge harnessx_coupled)   # issue 22
+STEPS=(harness_s grpo h0_rescue fixed_mixture random fixed_profiles pool "${BASELINES[@]}")
 declare -A RUN_NAME=([harness_s]=main-harness-s [grpo]=main-grpo [h0_rescue]=main-h0-rescue
-  [fixed_mixture]=main-fixed-mixture [random]=main-random [fixed_profiles]=main-fixed-profiles)
+  [fixed_mixture]=main-fixed-mixture [random]=main-random [fixed_profiles]=main-fixed-profiles
+  [frozen_evolution]=main-frozen-evolution [harness_bandit]=main-harness-bandit [harnessx]=main-harnessx
+  [whale]=main-whale [harness_forge]=main-harness-forge [harnessx_coupled]=main-harnessx-coupled)
 
 [[ -f $EXPORT.xz && ! -f $EXPORT ]] && xz -dk "$EXPORT.xz"   # rows.db: the uncompressed export, not committed
 exported() { [[ -f $EXPORT ]] && [[ -n "$(sqlite3 "$EXPORT" "SELECT id FROM runs WHERE name = '$1' AND status = 'completed'")" ]]; }
@@ -39,6 +42,8 @@ run_step() {
       log "router $step"
       $HS train --config configs/main/train_dbbench.yaml --set router.kind=$step --set name=$name ;;
     pool) pool_reports ;;                                          # phenomena on real evidence
+    frozen_evolution | harness_bandit | harnessx | whale | harness_forge | harnessx_coupled)   # the paper's table
+      log "baseline $step"; $HS run configs/baselines/$step.yaml ;;
     *) echo "unknown step '$step'; steps: ${STEPS[*]} report" >&2; exit 2 ;;
   esac
 }
@@ -80,7 +85,7 @@ if ((${#finished[@]})); then $HS db copy --from "$WORK" --to "sqlite:///$EXPORT"
 
 log "report"
 baselines=()
-for step in grpo h0_rescue fixed_mixture random fixed_profiles; do
+for step in grpo h0_rescue fixed_mixture random fixed_profiles "${BASELINES[@]}"; do
   exported "${RUN_NAME[$step]}" && baselines+=(--baseline "${RUN_NAME[$step]}")
 done
 for name in "${POOL_RUNS[@]}"; do exported "$name" && baselines+=(--pool-report "$name"); done
