@@ -185,6 +185,10 @@ def test_pipeline_commands_reject_bad_input_before_starting(tmp_path):
     assert "not found" in text
     text = _one_line_error(runner.invoke(app, ["run", "configs/quickstart.yaml", "--set", "train.k=1"]))
     assert "'train.k'" in text
+    text = _one_line_error(runner.invoke(app, ["run", "configs/quickstart.yaml", "--set", "baseline=ppo"]))
+    assert "'baseline'" in text and "frozen_evolution" in text
+    coupled = ["run", "configs/baselines/harnessx_coupled.yaml", "--set", "train.mode=grpo"]
+    assert "train.mode harnessx" in _one_line_error(runner.invoke(app, coupled))
     text = _one_line_error(runner.invoke(app, ["rollout", "--task", "dbbench/dev/9999", "--database-url", url]))
     assert "dbbench/dev/9999" in text
     text = _one_line_error(runner.invoke(app, ["rollout", "--task", "0007"]))
