@@ -116,7 +116,7 @@ def rq2_signals(session: Session, methods: list[Method]) -> pd.DataFrame:
     of rescue groups with a success, and rollouts spent (also as a share of GRPO's when GRPO is compared)."""
     rows = []
     for m in methods:
-        steps = _signals(session, m.train_run_id) if m.train_run_id else []
+        steps = [s for run in m.train_run_ids for s in _signals(session, run)]  # every segment's updates
         if not steps:
             continue
 

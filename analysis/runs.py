@@ -31,6 +31,11 @@ class Method:
     base_harness: str
     evaluations: dict[str, str] = field(default_factory=dict)  # label -> evaluation run id
     batch_tasks: int | None = None  # groups per update (one per task of the batch)
+    segments: tuple[str, ...] = ()  # every training run, in order, when there are several (coupled HarnessX)
+
+    @property
+    def train_run_ids(self) -> tuple[str, ...]:
+        return self.segments or ((self.train_run_id,) if self.train_run_id else ())
 
     def eval_run(self, label: str) -> str | None:
         return self.evaluations.get(label)
@@ -77,6 +82,7 @@ def method_of(session: Session, run: Run) -> Method:
         base_harness=train_config.get("harness", "h0"),
         evaluations=evaluations,
         batch_tasks=train_config.get("batch_tasks"),
+        segments=tuple((run.results or {}).get("segments", ())),
     )
 
 
@@ -93,7 +99,7 @@ def resolve_methods(session: Session, main: str, baselines: list[str]) -> list[M
 
 def runs_of(methods: list[Method]) -> set[str]:
     """Every run a report over `methods` reads: each method's own, its training run and its evaluations."""
-    return {r for m in methods for r in (m.run_id, m.train_run_id, *m.evaluations.values()) if r}
+    return {r for m in methods for r in (m.run_id, m.train_run_id, *m.segments, *m.evaluations.values()) if r}
 
 
 def pool_reports(session: Session, ids_or_names: list[str]) -> list[tuple[str, dict]]:

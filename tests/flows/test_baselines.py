@@ -184,5 +184,8 @@ def test_harnessx_alternates_evolution_rounds_with_segments_sharing_one_replay_b
         assert budget["training_rollouts"] == 2 * 1 * 2  # 2 updates x 1 task x K 2, no rescue in harnessx
         assert budget["training_rollouts"] + budget["validation_rollouts"] == segment_rollouts
         assert budget["search_rollouts"] > 0
-        (row,) = build_report(s, "hx", []).tables["resources"].to_dict("records")
+        report = build_report(s, "hx", [])
+        (row,) = report.tables["resources"].to_dict("records")
         assert (row["method"], row["training_rollouts"]) == ("harnessx", 4)
+        (signals,) = report.tables["rq2"].to_dict("records")
+        assert signals["updates"] == 2 and signals["rollouts_spent"] == 4  # both segments' updates
