@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rl.modes import Role
+
 
 @dataclass(frozen=True)
 class ArmChoice:
@@ -49,7 +51,7 @@ def step_rewards(steps: list[dict]) -> list[tuple[str, float]]:
     the arm is the harness every rollout of the step's first groups ran under."""
     history = []
     for details in steps:
-        groups = [g for g in details.get("groups", []) if g.get("role") == "bandit"]
+        groups = [g for g in details.get("groups", []) if g.get("role") == Role.BANDIT]
         arms = {h for g in groups for h in g["harness_ids"]}
         rewards = [r for g in groups for r in g["rewards"]]
         if len(arms) == 1 and rewards:
