@@ -232,6 +232,14 @@ def readings(report: Report) -> dict[str, str]:
             + ", ".join(f"{row['method']} {row['total_vs_main']:.2f}x" for _, row in r.iloc[1:].iterrows())
             + "."
         )
+    capped = r[r["within_caps"].notna()] if len(r) else r
+    if len(capped):
+        over = [row["method"] for _, row in capped.iterrows() if not row["within_caps"]]
+        out["resources"] = (
+            out.get("resources", "")
+            + f" {len(capped) - len(over)} of {len(capped)} capped methods stayed within their rollout caps"
+            + (f"; over: {', '.join(over)}." if over else ".")
+        ).strip()
     return out
 
 
@@ -300,7 +308,9 @@ SECTIONS = [
         ["resources"],
         "Rollouts spent per method: search (the evolution behind its pool, when its run is in this database, plus "
         "a baseline's harness selection), training (the groups updates were formed from) and validation (the "
-        "re-anchors); the total as a multiple of the main run's; wall time of the evolution and training runs.",
+        "re-anchors); the total as a multiple of the main run's; the API tokens of the evolution's editor; the "
+        "config's rollout caps and whether the method stayed within them; wall time of the evolution and training "
+        "runs.",
     ),
     (
         "pool",

@@ -6,8 +6,12 @@ training, per method, side by side, and the wall time the runs took.
 - training: the rollouts of the groups the updates were formed from (first groups and rescues),
   or the rollouts a fine-tuning baseline collected to fine-tune on;
 - validation: the re-anchors' paired validation (every harness on the validation tasks);
-- hours: the training run's and the evolution run's wall time (row timestamps).
-API and editor tokens are not counted yet: the offline editors and voters spend none.
+- editor_tokens: the API tokens (prompt + completion) the evolution's editor spent on its
+  proposals, as its candidates recorded them (offline operators spend none; "-" when the
+  evolution run is not in this database);
+- caps and within_caps: the pipeline config's `budget:` caps (configs/budget.py), and whether
+  the method's own search (without the shared pool's evolution) and its training stayed within;
+- hours: the training run's and the evolution runs' wall time (row timestamps).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ RESOURCE_COLUMNS = [
     "validation_rollouts",
     "total_rollouts",
     "total_vs_main",
+    "editor_tokens",
+    "caps",
+    "within_caps",
     "search_hours",
     "training_hours",
 ]
@@ -38,14 +45,27 @@ def _hours(run: Run | None) -> float | None:
     return (run.finished_at - run.created_at).total_seconds() / 3600
 
 
-def _evolution_run(session: Session, run: Run) -> str | None:
-    """The evolution run behind a pipeline's pool, when this database holds it."""
+def _evolution_runs(session: Session, run: Run) -> list[str]:
+    """The evolution runs behind a pipeline's pool (HarnessX: its rounds), those this database holds."""
     results = run.results or {}
+    if results.get("evolutions"):
+        return [r for r in results["evolutions"] if session.get(Run, r) is not None]
     budget = results.get("budget") or {}
     if budget.get("evolution_run_id"):
-        return budget["evolution_run_id"]
+        return [budget["evolution_run_id"]]
     benchmark = (run.config.get("train") or {}).get("env", {}).get("benchmark", "dbbench")
-    return store.pool_run_id(session, benchmark, results.get("pool_version"))
+    found = store.pool_run_id(session, benchmark, results.get("pool_version"))
+    return [found] if found else []
+
+
+def _caps(run: Run) -> dict[str, int]:
+    """{'search': cap, 'training': cap}, those the pipeline config set."""
+    caps = (run.config or {}).get("budget") or {}
+    return {k: caps[f"{k}_rollouts"] for k in ("search", "training") if caps.get(f"{k}_rollouts") is not None}
+
+
+def _within(caps: dict[str, int], spent: dict[str, int]) -> bool | None:
+    return all(spent[k] <= cap for k, cap in caps.items()) if caps else None
 
 
 def resource_table(session: Session, methods: list[Method]) -> pd.DataFrame:
@@ -54,16 +74,19 @@ def resource_table(session: Session, methods: list[Method]) -> pd.DataFrame:
         run = session.get(Run, m.run_id)
         if run is None:
             continue
-        evolution = _evolution_run(session, run) if run.kind == "pipeline" else None
+        evolutions = _evolution_runs(session, run) if run.kind == "pipeline" else []
         budget = (run.results or {}).get("budget") if run.kind == "pipeline" else None
         if budget:  # a baseline counted its own search, collections and segments
             search = budget.get("search_rollouts")
             training, validation = budget.get("training_rollouts", 0), budget.get("validation_rollouts", 0)
         else:
-            search = store.rollouts_of_runs(session, [evolution]) if evolution else None
+            search = store.rollouts_of_runs(session, evolutions) if evolutions else None
             roles = store.rollouts_by_role(session, m.train_run_id) if m.train_run_id else {}
             training = sum(n for role, n in roles.items() if role in TRAIN_ROLES)
             validation = roles.get(Role.REANCHOR, 0)
+        caps = _caps(run) if run.kind == "pipeline" else {}
+        own_search = (budget or {}).get("selection_rollouts", (budget or {}).get("search_rollouts")) or 0
+        hours = [h for h in (_hours(session.get(Run, e)) for e in evolutions) if h is not None]
         rows.append(
             {
                 "method": m.label,
@@ -71,7 +94,10 @@ def resource_table(session: Session, methods: list[Method]) -> pd.DataFrame:
                 "training_rollouts": training,
                 "validation_rollouts": validation,
                 "total_rollouts": (search or 0) + training + validation,
-                "search_hours": _hours(session.get(Run, evolution)) if evolution else None,
+                "editor_tokens": store.editor_tokens(session, evolutions) if evolutions else None,
+                "caps": ", ".join(f"{k} {v:,}" for k, v in caps.items()) or None,
+                "within_caps": _within(caps, {"search": own_search, "training": training}),
+                "search_hours": sum(hours) if hours else None,
                 "training_hours": _hours(session.get(Run, m.train_run_id)) if m.train_run_id else None,
             }
         )

@@ -34,12 +34,12 @@ def quickstart_cmd(database_url: DatabaseUrl = None, set_: Sets = None):
 
 def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -> dict:
     from configs.pipeline import PipelineConfig
-    from configs.schema import load_config
+    from configs.schema import ConfigError, load_config
 
     cfg = load_config(PipelineConfig, path, None, sets)
     pipeline_preflight(cfg, database_url)
     console = Console()
-    if cfg.evolve is None:  # the pool exists already: say what the run will spend before it starts
+    if cfg.evolve is None or cfg.baseline == "harnessx":  # the pool it starts from exists: plan, hold to the caps
         console.print(planned_budget(cfg), highlight=False)
     if cfg.baseline:  # a baseline of another shape (flows/baselines/)
         from flows.baselines import baseline_flow
@@ -51,6 +51,8 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
         flow, what = pipeline, "pipeline"
     try:
         result = flow(cfg, database_url=database_url)
+    except ConfigError:  # found once the pool was evolved (a budget cap): one line, like before the start
+        raise
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; every finished phase and task persists
         flow_failed(what, exc, "start the same command again (or `hs rerun FLOW_RUN_ID`) to resume")
     print_results(console, cfg.name, result)
@@ -58,14 +60,13 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
 
 
 def planned_budget(cfg) -> str:
-    from configs.budget import describe, planned_rollouts
-    from harness_pool.pool_store import resolve_pool
-    from harness_pool.spec import load_harness
+    """What the run plans to spend; a one-line ConfigError when that can exceed a `budget:` cap."""
+    from configs.budget import describe
+    from tasks.budget import hold_to_budget
+    from tasks.pipeline import training_config
 
-    bench = cfg.train.env.benchmark
-    pool = [f"pool:{cfg.pool_version}"] if cfg.pool_version else cfg.train.pool
-    n_harnesses = len({load_harness(cfg.train.harness, bench).id} | {h.id for h in resolve_pool(pool, bench)})
-    return describe(planned_rollouts(cfg, n_harnesses)) + " (evaluation and the pool's evolution not counted)"
+    plan = hold_to_budget(cfg, training_config(cfg, cfg.pool_version))
+    return describe(plan, cfg) + " (evaluation and the pool's evolution not counted)"
 
 
 def print_results(console: Console, name: str, result: dict) -> None:

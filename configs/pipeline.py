@@ -74,6 +74,26 @@ class CouplingConfig(_Frozen):
     )
 
 
+class BudgetConfig(_Frozen):
+    """Caps on the rollouts a method may spend, counted as the report's resource table counts
+    them (analysis/resources.py), the paper's equal-budget point. A run whose plan can exceed a cap
+    is refused before it starts (configs/budget.py); training with rescue, whose spend depends on
+    how many groups die, stops before an update that could cross the training cap."""
+
+    search_rollouts: int | None = Field(
+        default=None,
+        ge=1,
+        description="A baseline's own harness search (selections, evolution rounds), without the shared frozen "
+        "pool's evolution; None = no cap.",
+    )
+    training_rollouts: int | None = Field(
+        default=None,
+        ge=1,
+        description="Rollouts the policy learns from (first groups and rescues, or collections to fine-tune on); "
+        "None = no cap.",
+    )
+
+
 BASELINE_DOCS = {  # pipelines of another shape (flows/baselines/); the training-mode baselines are train.mode
     "frozen_evolution": "keep the starting policy, deploy the pool's best harness on validation (H_best)",
     "whale": "rounds of harness selection with the current policy, then fine-tuning on its successes under the "
@@ -86,7 +106,7 @@ BASELINE_DOCS = {  # pipelines of another shape (flows/baselines/); the training
 
 class PipelineConfig(_Frozen):
     NOT_IDENTITY = frozenset({"wandb"})
-    LATER_FIELDS = frozenset({"baseline", "rft", "coupling"})
+    LATER_FIELDS = frozenset({"baseline", "rft", "coupling", "budget"})
     name: str = Field(default="harness-s", description="Pipeline name; every phase's run name starts with it.")
     baseline: Literal["frozen_evolution", "whale", "harness_forge", "harnessx"] | None = Field(
         default=None,
@@ -99,6 +119,9 @@ class PipelineConfig(_Frozen):
     )
     coupling: CouplingConfig = Field(
         default_factory=CouplingConfig, description="harnessx: evolution rounds interleaved with training."
+    )
+    budget: BudgetConfig = Field(
+        default_factory=BudgetConfig, description="Rollout caps (the equal-budget point); none by default."
     )
     evolve: EvolveConfig | None = Field(
         default=None,
@@ -130,6 +153,12 @@ class PipelineConfig(_Frozen):
             raise ValueError("baseline harnessx: train.updates must be at least coupling.rounds (updates per round)")
         if self.baseline and self.evolve is None and not self.pool_version and not self.train.pool:
             raise ValueError(f"baseline {self.baseline} searches a pool: set evolve, pool_version or train.pool")
+        cap, one_update = self.budget.training_rollouts, self.train.max_update_rollouts()
+        if cap is not None and cap < one_update:
+            raise ValueError(
+                f"budget.training_rollouts {cap:,} is below one update's most expensive outcome ({one_update:,} "
+                "rollouts): raise the cap or lower train.batch_tasks or train.k"
+            )
         if self.evolve is not None and not self.evolve.pool.version:
             raise ValueError("evolve.pool.version must name the pool the pipeline trains on (e.g. v2)")
         return self

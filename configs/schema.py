@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 
-from rl.modes import Mode
+from rl.modes import RESCUE_MODES, Mode
 
 CONFIG_DIR = Path(__file__).parent
 
@@ -425,7 +425,7 @@ class ReplayConfig(_Frozen):
 
 class TrainConfig(TrackedRunConfig):
     NOT_IDENTITY = TrackedRunConfig.NOT_IDENTITY | {"state_dir"}
-    LATER_FIELDS = frozenset({"bandit_exploration", "replay"})
+    LATER_FIELDS = frozenset({"bandit_exploration", "replay", "rollout_budget"})
     name: str = Field(default="train", description="Run name prefix; the run id is derived from the whole config.")
     mode: Mode = Field(
         default=Mode.HARNESS_S,
@@ -473,6 +473,12 @@ class TrainConfig(TrackedRunConfig):
     updates: int = Field(default=20, ge=1, description="GRPO updates (steps).")
     batch_tasks: int = Field(default=4, ge=1, description="Benchmark tasks per update.")
     k: int = Field(default=8, ge=2, le=64, description="Rollouts per group (K).")
+    rollout_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Training rollouts (first groups and rescues) the run may spend: an update starts only if its "
+        "most expensive outcome keeps the total within it, else training ends there; None = no cap.",
+    )
     reanchor_every: int = Field(
         default=10, ge=1, description="Re-anchor (paired validation) every N updates and at the end."
     )
@@ -494,7 +500,17 @@ class TrainConfig(TrackedRunConfig):
             raise ValueError("mode fixed_mixture needs a non-empty mixture list of harness names")
         if self.router.kind == "fixed" and not self.router.names:
             raise ValueError("router.kind fixed needs router.names (harness names from the pool)")
+        if self.rollout_budget is not None and self.rollout_budget < self.max_update_rollouts():
+            raise ValueError(
+                f"rollout_budget {self.rollout_budget} is below one update's most expensive outcome "
+                f"({self.max_update_rollouts()} rollouts): raise it or lower batch_tasks or k"
+            )
         return self
+
+    def max_update_rollouts(self) -> int:
+        """The most one update can spend: K per task under H0, and as many again when every group
+        dies and is rescued (harness_s, h0_rescue)."""
+        return self.batch_tasks * self.k * (2 if self.mode in RESCUE_MODES else 1)
 
 
 class EditorConfig(_Frozen):

@@ -23,6 +23,7 @@ from db.models import (
     RUN_STATUSES,
     BenchTask,
     Evaluation,
+    EvolutionCandidate,
     Harness,
     Pool,
     ProfileVersion,
@@ -378,15 +379,29 @@ def rollouts_of_runs(session: Session, run_ids: Sequence[str]) -> int:
     return session.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.run_id.in_(list(run_ids))))
 
 
-def rollouts_by_role(session: Session, run_id: str) -> dict[str, int]:
-    """A run's trajectories (rollouts) per group role ('h0', 'rescue', 'reanchor', 'diagnose', ...)."""
-    rows = session.execute(
+def rollouts_by_role(session: Session, run_id: str, before_step: int | None = None) -> dict[str, int]:
+    """A run's trajectories (rollouts) per group role ('h0', 'rescue', 'reanchor', 'diagnose', ...),
+    only those of steps before `before_step` when given."""
+    query = (
         select(RolloutGroup.role, func.count(Trajectory.id))
         .join(Trajectory, Trajectory.group_id == RolloutGroup.id)
         .where(RolloutGroup.run_id == run_id)
-        .group_by(RolloutGroup.role)
-    ).all()
+    )
+    if before_step is not None:
+        query = query.where(RolloutGroup.step < before_step)
+    rows = session.execute(query.group_by(RolloutGroup.role)).all()
     return {role: n for role, n in rows}
+
+
+def editor_tokens(session: Session, run_ids: list[str]) -> int:
+    """API tokens (prompt + completion) the evolution runs' editors spent on their proposals, as
+    each candidate recorded them; offline operators spend none."""
+    details = session.scalars(select(EvolutionCandidate.details).where(EvolutionCandidate.run_id.in_(run_ids)))
+    return sum(
+        int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        for d in details
+        if (usage := ((d or {}).get("editor") or {}).get("usage"))
+    )
 
 
 def pool_run_id(session: Session, benchmark: str, version: str | None) -> str | None:
@@ -396,6 +411,21 @@ def pool_run_id(session: Session, benchmark: str, version: str | None) -> str | 
     return session.scalar(select(Pool.run_id).where(Pool.benchmark == benchmark, Pool.version == version))
 
 
+def turns_by_trajectory(session: Session, trajectory_ids: list[str], chunk: int = 500) -> dict[str, list[Turn]]:
+    """Every turn of the trajectories, in turn order, keyed by trajectory id (one query per chunk
+    of ids rather than one per trajectory)."""
+    out: dict[str, list[Turn]] = {t: [] for t in trajectory_ids}
+    for i in range(0, len(trajectory_ids), chunk):
+        rows = session.scalars(
+            select(Turn)
+            .where(Turn.trajectory_id.in_(trajectory_ids[i : i + chunk]))
+            .order_by(Turn.trajectory_id, Turn.index)
+        )
+        for row in rows:
+            out[row.trajectory_id].append(row)
+    return out
+
+
 def group_rollouts(session: Session, group_id: str) -> tuple[list[float], list[list[SimpleNamespace]]]:
     """A stored group's rewards and each rollout's turns (token ids, recorded log-probs, hook
     events) as plain objects that outlive the session, in sample order: what an update needs to
@@ -403,9 +433,10 @@ def group_rollouts(session: Session, group_id: str) -> tuple[list[float], list[l
     trajectories = session.scalars(
         select(Trajectory).where(Trajectory.group_id == group_id).order_by(Trajectory.sample_index)
     ).all()
+    by_trajectory = turns_by_trajectory(session, [t.id for t in trajectories])
     turns = []
     for t in trajectories:
-        rows = session.scalars(select(Turn).where(Turn.trajectory_id == t.id).order_by(Turn.index)).all()
+        rows = by_trajectory[t.id]
         turns.append(
             [
                 SimpleNamespace(

@@ -26,6 +26,7 @@ from configs.pipeline import PipelineConfig
 from flows.evaluate import evaluate
 from flows.evolve import evolve
 from flows.train import train
+from tasks.budget import hold_to_budget
 from tasks.pipeline import ensure_training_split, evaluation_configs, record_results, training_config
 
 
@@ -60,6 +61,7 @@ def pipeline(config: PipelineConfig, database_url: str | None = None) -> dict:
     if cfg.evolve is not None:
         pool_version = evolve_pool(cfg, database_url)["version"]
     logger.info("pool %s", pool_version or f"from the train config: {cfg.train.pool}")
+    hold_to_budget(cfg, training_config(cfg, pool_version))  # a plan over a `budget:` cap stops here
     trained = train_policy(cfg, pool_version, database_url)
     evaluations = evaluate_policy(cfg, pool_version, trained, database_url)
     for label, result in evaluations.items():

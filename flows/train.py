@@ -12,6 +12,8 @@ the end):
   3. group advantages and one clipped-surrogate update of the policy;
   4. signals to the database and W&B; trainer state saved for resume; a named checkpoint every
      checkpoint_every updates.
+With a rollout_budget, an update starts only if its most expensive outcome (every group dead and
+rescued) keeps the training rollouts within it; otherwise training ends there (equal budgets).
 Re-anchoring freezes the policy and runs paired validation of H0 and every pool harness on
 the same validation tasks, recording each one's success rate.
 
@@ -40,15 +42,16 @@ from tasks.rollout_groups import (
 )
 from tasks.training import (
     batch_for_step,
+    budget_allows,
     check_recorded_updates,
     completed_updates,
+    final_checkpoint,
     finish_train_run,
     init_checkpoint,
     paired_validation,
     record_step,
     register_train_run,
     release_handle,
-    rl_checkpoint_name,
     save_progress,
     train_run_id,
     update_policy,
@@ -106,6 +109,11 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
     with _progress() as bar:
         bar_id = bar.add_task("updates", total=cfg.updates, completed=start, valid=0.0, rescue=0.0)
         for step in range(start, cfg.updates):
+            if not budget_allows(cfg, run_id, step, database_url):  # the next update could cross rollout_budget
+                logger.info(
+                    "run %s: training rollout budget %d reached after %d updates", run_id, cfg.rollout_budget, step
+                )
+                break
             reanchored = None
             if step % cfg.reanchor_every == 0:  # freeze the policy, re-measure every harness on validation
                 reanchored = reanchor(cfg, run_id, step, run["val_task_ids"], database_url)
@@ -124,7 +132,9 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
                 valid=signals["train/valid_group_ratio"],
                 rescue=signals["rollout/rescue_success"],
             )
-    final_reanchor = reanchor(cfg, run_id, cfg.updates, run["val_task_ids"], database_url)
-    summary = finish_train_run(cfg, run_id, final_reanchor, database_url)
+    updates = completed_updates(cfg, run_id)  # train.updates, or fewer when the rollout budget ended training
+    final_reanchor = reanchor(cfg, run_id, updates, run["val_task_ids"], database_url)
+    checkpoint = final_checkpoint(cfg, run_id, updates, database_url)
+    summary = finish_train_run(cfg, run_id, final_reanchor, database_url, updates)
     release_handle(run_id)  # the trained weights live on as the registry checkpoint; free model and optimizer
-    return {**summary, "final_reanchor": final_reanchor, "checkpoint": rl_checkpoint_name(run_id, cfg.updates)}
+    return {**summary, "final_reanchor": final_reanchor, "checkpoint": checkpoint}

@@ -19,6 +19,9 @@ class Mode(StrEnum):
     HARNESSX = "harnessx"  # every group spread over H0 + pool, plus groups replayed from a buffer (rl/replay.py)
 
 
+RESCUE_MODES = (Mode.HARNESS_S, Mode.H0_RESCUE)  # a dead group is replaced by a second group of K rollouts
+
+
 class Role(StrEnum):
     """What a stored rollout group was for."""
 

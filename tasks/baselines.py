@@ -13,7 +13,7 @@ from configs.pipeline import PipelineConfig
 from configs.schema import EvalConfig, EvolveConfig, SftConfig, TrainConfig
 from db import store
 from db.engine import session_scope
-from db.models import Trajectory, Turn
+from db.models import Trajectory
 from harness_pool.pool_store import pool_sources
 from harness_pool.spec import load_harness
 from rl.modes import TRAIN_ROLES, Role
@@ -80,11 +80,12 @@ def success_examples(session, run_ids: list[str]) -> list[SftExample]:
     trajectories = session.scalars(
         select(Trajectory).where(Trajectory.run_id.in_(run_ids), Trajectory.success.is_(True)).order_by(Trajectory.id)
     ).all()
-    examples = []
-    for t in trajectories:
-        turns = session.scalars(select(Turn).where(Turn.trajectory_id == t.id).order_by(Turn.index)).all()
-        examples += [SftExample(t.bench_task_id, s.input_ids, s.loss_mask) for s in sequences_from_turns(turns, 1.0)]
-    return examples
+    turns = store.turns_by_trajectory(session, [t.id for t in trajectories])
+    return [
+        SftExample(t.bench_task_id, s.input_ids, s.loss_mask)
+        for t in trajectories
+        for s in sequences_from_turns(turns[t.id], 1.0)
+    ]
 
 
 def rft_settings(cfg: PipelineConfig, train_cfg: TrainConfig, label: str, base: str) -> SftConfig:

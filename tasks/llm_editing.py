@@ -61,8 +61,10 @@ def llm_child(
         ).all()
         failures = [render_turns(sorted(t.turns, key=lambda x: x.index)) for t in trajs]
     chat = chat_for(cfg)
+    before = dict(chat.usage)  # proposals run one after another, so the difference is this edit's
     _, child, info = LlmEditor(chat).propose(parent, target, failures, round, name)
-    info = {**info, "kind": cfg.editor.kind, "model": cfg.editor.model, "usage_total": dict(chat.usage)}
+    usage = {key: n - before.get(key, 0) for key, n in chat.usage.items()}
+    info = {**info, "kind": cfg.editor.kind, "model": cfg.editor.model, "usage": usage, "usage_total": dict(chat.usage)}
     return child, None if child else (info["errors"] or ["no patch"])[-1], info
 
 

@@ -42,8 +42,11 @@ def pipeline_run_id(cfg: PipelineConfig) -> str:
 
 
 def training_config(cfg: PipelineConfig, pool_version: str | None) -> TrainConfig:
-    """The train phase as configured, named after the pipeline, on the pipeline's pool."""
+    """The train phase as configured, named after the pipeline, on the pipeline's pool, held to
+    the pipeline's training rollout cap (budget.training_rollouts) when it sets one."""
     update: dict = {"name": f"{cfg.name}-train"}
+    if cfg.budget.training_rollouts is not None:
+        update["rollout_budget"] = cfg.budget.training_rollouts
     if pool_version is not None:
         update["pool"] = [f"pool:{pool_version}"]
     return TrainConfig.model_validate({**cfg.train.model_dump(), **update})

@@ -42,7 +42,7 @@ from rl.checkpoints import checkpoint_path, save_checkpoint
 from rl.data_parallel import launched_world
 from rl.grpo import group_advantages
 from rl.memory import release_memory
-from rl.modes import RESCUE_ROLES
+from rl.modes import RESCUE_ROLES, TRAIN_ROLES
 from rl.policy import Sampling
 from rl.precision import resolve_dtype, rollout_copy, sync_weights
 from rl.rollout import RolloutSpec, run_rollouts
@@ -141,6 +141,21 @@ def read_progress(cfg: TrainConfig, run_id: str) -> dict:
 
 def completed_updates(cfg: TrainConfig, run_id: str) -> int:
     return read_progress(cfg, run_id)["updates"]
+
+
+def spent_training_rollouts(run_id: str, before_step: int, database_url: str | None) -> int:
+    """The rollouts the run's finished updates were formed from (first groups and rescues)."""
+    with session_scope(get_engine(database_url)) as session:
+        roles = store.rollouts_by_role(session, run_id, before_step)
+    return sum(n for role, n in roles.items() if role in TRAIN_ROLES)
+
+
+def budget_allows(cfg: TrainConfig, run_id: str, step: int, database_url: str | None) -> bool:
+    """Whether update `step`, at its most expensive (every group dead and rescued), keeps the run
+    within rollout_budget; always true without one."""
+    if cfg.rollout_budget is None:
+        return True
+    return spent_training_rollouts(run_id, step, database_url) + cfg.max_update_rollouts() <= cfg.rollout_budget
 
 
 def check_recorded_updates(cfg: TrainConfig, run_id: str, database_url: str | None, restore: bool = True) -> int:
@@ -424,6 +439,15 @@ def rl_checkpoint_name(run_id: str, updates: int) -> str:
     return f"{run_id}-u{updates}"
 
 
+def final_checkpoint(cfg: TrainConfig, run_id: str, updates: int, database_url: str | None) -> str:
+    """The registry checkpoint after the run's last update: written on schedule after
+    train.updates, registered here when the rollout budget ended training earlier."""
+    name = rl_checkpoint_name(run_id, updates)
+    if not checkpoint_path(name).exists():
+        name = register_rl_checkpoint(cfg, run_id, get_handle(cfg, run_id), updates, database_url)
+    return name
+
+
 def register_rl_checkpoint(
     cfg: TrainConfig, run_id: str, handle: TrainHandle, updates: int, database_url: str | None
 ) -> str:
@@ -529,16 +553,20 @@ def paired_validation(
 
 
 @task(name="finish-train-run")
-def finish_train_run(cfg: TrainConfig, run_id: str, final_reanchor: dict, database_url: str | None) -> dict:
+def finish_train_run(
+    cfg: TrainConfig, run_id: str, final_reanchor: dict, database_url: str | None, updates: int | None = None
+) -> dict:
+    """`updates`: the updates the run made (train.updates unless the rollout budget ended it sooner)."""
+    updates = cfg.updates if updates is None else updates
     tracking.log_metrics(
         run_id,
         cfg.wandb,
         cfg.model_dump(mode="json"),
         {f"reanchor/{k}_success": v for k, v in final_reanchor["success"].items()},
-        cfg.updates,
+        updates,
     )
     with session_scope(get_engine(database_url)) as session:
-        save_step(session, state_dir(cfg, run_id), run_id, cfg.updates)  # the final re-anchor's rows
+        save_step(session, state_dir(cfg, run_id), run_id, updates)  # the final re-anchor's rows
         store.finish_run(session, run_id, "completed")
         rows = session.scalars(select(TrainStep).where(TrainStep.run_id == run_id).order_by(TrainStep.step)).all()
         history = [{"step": r.step, **r.metrics} for r in rows]

@@ -10,6 +10,7 @@ from flows.pipeline import evolve_pool
 from flows.sft import ensure_warm_start
 from harness_pool.selection import ranked_harnesses
 from tasks.baselines import selection_configs
+from tasks.budget import hold_to_budget
 from tasks.pipeline import ensure_training_split, training_config
 from tasks.training import warm_start_config
 
@@ -17,12 +18,14 @@ from tasks.training import warm_start_config
 def searched_pool(cfg: PipelineConfig, database_url: str | None) -> tuple[str | None, TrainConfig]:
     """What every search baseline starts from: the training split, the pool (evolved now with the
     starting policy when `evolve:` is set, else the frozen one named), the training phase's
-    settings on that pool, and the warm start built. Returns (pool version, training config)."""
+    settings on that pool (its planned rollouts within the caps), and the warm start built.
+    Returns (pool version, training config)."""
     ensure_training_split(cfg.train.env)
     pool_version = cfg.pool_name()
     if cfg.evolve is not None:
         pool_version = evolve_pool(cfg, database_url)["version"]
     train_cfg = training_config(cfg, pool_version)
+    hold_to_budget(cfg, train_cfg)  # a plan over a `budget:` cap stops before the first rollout
     ensure_warm_start(warm_start_config(train_cfg), database_url)
     return pool_version, train_cfg
 

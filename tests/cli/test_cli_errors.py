@@ -189,6 +189,10 @@ def test_pipeline_commands_reject_bad_input_before_starting(tmp_path):
     assert "'baseline'" in text and "frozen_evolution" in text
     coupled = ["run", "configs/baselines/harnessx_coupled.yaml", "--set", "train.mode=grpo"]
     assert "train.mode harnessx" in _one_line_error(runner.invoke(app, coupled))
+    over = ["run", "configs/baselines/whale.yaml", "--database-url", url, "--set", "rft.rounds=3"]
+    assert "budget.search_rollouts 1,200: this config plans up to 1,600" in _one_line_error(runner.invoke(app, over))
+    small = ["run", "configs/quickstart.yaml", "--set", "budget.training_rollouts=1"]
+    assert "below one update's most expensive outcome" in _one_line_error(runner.invoke(app, small))
     text = _one_line_error(runner.invoke(app, ["rollout", "--task", "dbbench/dev/9999", "--database-url", url]))
     assert "dbbench/dev/9999" in text
     text = _one_line_error(runner.invoke(app, ["rollout", "--task", "0007"]))

@@ -1,24 +1,36 @@
 """Planned rollouts per method (configs/budget.py), checked against the committed comparison's
 configs: the budgets their comments state are the ones the code plans, and the train-mode plans
 match what the evidence-scale runs spent (reports/dbbench-main: harness_s 1,648 training and
-1,200 re-anchor rollouts, grpo 1,280 and 120)."""
+1,200 re-anchor rollouts, grpo 1,280 and 120). The caps of `budget:` refuse a plan that can
+exceed them, with a one-line error naming the fix."""
 
 from __future__ import annotations
 
 import pytest
 
-from configs.budget import describe, planned_rollouts
+from configs.budget import check_budget, describe
 from configs.pipeline import PipelineConfig
-from configs.schema import load_config
-from harness_pool.pool_store import resolve_pool
-from harness_pool.spec import load_harness
+from configs.schema import ConfigError, load_config
+from tasks.budget import hold_to_budget, planned
+from tasks.pipeline import training_config
+
+BASELINES = [
+    "configs/baselines/frozen_evolution.yaml",
+    "configs/baselines/harness_bandit.yaml",
+    "configs/baselines/harnessx.yaml",
+    "configs/baselines/whale.yaml",
+    "configs/baselines/harness_forge.yaml",
+    "configs/baselines/harnessx_coupled.yaml",
+]
 
 
-def plan(path: str) -> dict[str, int]:
-    cfg = load_config(PipelineConfig, path)
-    pool = [f"pool:{cfg.pool_version}"] if cfg.pool_version else cfg.train.pool  # harnessx: the pool it starts with
-    n = len({load_harness(cfg.train.harness).id} | {h.id for h in resolve_pool(pool)})
-    return planned_rollouts(cfg, n)
+def load(path: str, sets: list[str] | None = None) -> PipelineConfig:
+    return load_config(PipelineConfig, path, None, sets)
+
+
+def plan(path: str, sets: list[str] | None = None) -> dict[str, int]:
+    cfg = load(path, sets)
+    return planned(cfg, training_config(cfg, cfg.pool_version))  # harnessx: the pool it starts with
 
 
 @pytest.mark.parametrize(
@@ -30,9 +42,10 @@ def plan(path: str) -> dict[str, int]:
         ("configs/baselines/harness_bandit.yaml", (0, 1280, 1280, 1200)),
         ("configs/baselines/harnessx.yaml", (0, 1280, 1280, 1200)),
         ("configs/baselines/frozen_evolution.yaml", (400, 0, 0, 0)),
-        ("configs/baselines/whale.yaml", (1600, 1632, 1632, 0)),
+        ("configs/baselines/whale.yaml", (1200, 1632, 1632, 0)),
         ("configs/baselines/harness_forge.yaml", (480, 1632, 1632, 0)),
-        ("configs/baselines/harnessx_coupled.yaml", (544, 1280, 1280, 1600)),
+        # re-anchors at most: 2 per segment, over 10 harnesses + 4 candidates per evolution round so far
+        ("configs/baselines/harnessx_coupled.yaml", (544, 1280, 1280, 2 * 14 * 40 + 2 * 18 * 40)),
     ],
 )
 def test_committed_configs_plan_the_budgets_they_state(path, expected):
@@ -40,7 +53,37 @@ def test_committed_configs_plan_the_budgets_they_state(path, expected):
     assert (got["search"], got["training_min"], got["training_max"], got["validation"]) == expected
 
 
-def test_the_plan_reads_as_one_line():
+@pytest.mark.parametrize("path", BASELINES)
+def test_every_baseline_is_held_to_the_same_caps(path):
+    cfg = load(path)
+    assert (cfg.budget.search_rollouts, cfg.budget.training_rollouts) == (1200, 1648)
+    hold_to_budget(cfg, training_config(cfg, cfg.pool_version))  # within them: no error
+    if not cfg.baseline:  # a training mode: the training flow holds the cap too
+        assert training_config(cfg, cfg.pool_version).rollout_budget == 1648
+
+
+def test_the_plan_reads_as_one_line_with_its_caps():
     assert describe(plan("configs/main/harness_s.yaml")) == (
         "planned rollouts: search 0, training 1,280-2,560, validation 1,200"
     )
+    cfg = load("configs/baselines/whale.yaml")
+    assert describe(plan("configs/baselines/whale.yaml"), cfg).endswith("; caps: search 1,200, training 1,648")
+
+
+def test_a_search_over_its_cap_is_refused_with_the_fix():
+    with pytest.raises(ConfigError, match=r"budget.search_rollouts 1,200: this config plans up to 1,600 search .*rft"):
+        check_budget(load("configs/baselines/whale.yaml"), plan("configs/baselines/whale.yaml", ["rft.rounds=3"]))
+
+
+def test_training_over_its_cap_is_refused_but_rescue_above_it_only_at_worst_is_allowed():
+    with pytest.raises(ConfigError, match=r"budget.training_rollouts 1,648: this config plans 1,664 training"):
+        cfg = load("configs/baselines/harnessx.yaml", ["train.updates=26"])
+        check_budget(cfg, plan("configs/baselines/harnessx.yaml", ["train.updates=26"]))
+    rescue = load("configs/main/harness_s.yaml", ["budget.training_rollouts=1648"])
+    check_budget(rescue, plan("configs/main/harness_s.yaml"))  # 1,280..2,560: the training flow stops at 1,648
+    assert training_config(rescue, None).rollout_budget == 1648
+
+
+def test_a_cap_below_one_update_is_refused_when_the_config_loads():
+    with pytest.raises(ConfigError, match=r"below one update's most expensive outcome \(128 rollouts\)"):
+        load("configs/main/harness_s.yaml", ["budget.training_rollouts=100"])

@@ -79,6 +79,7 @@ def test_frozen_evolution_selects_on_validation_and_deploys_h_best(tmp_path, tra
         assert rq1 == {("base policy", "H0"), ("frozen_evolution", "H_best")}
         (resources,) = report.tables["resources"].to_dict("records")
         assert (resources["search_rollouts"], resources["training_rollouts"]) == (5, 0)
+        assert resources["editor_tokens"] is None  # pool v1's evolution is not in this database
         assert "frozen_evolution - base policy (H_best)" in set(report.tables["rq1_differences"]["comparison"])
 
     again = frozen_evolution(cfg, database_url=url)  # resumed: every evaluation is cached, nothing reruns
@@ -100,7 +101,8 @@ def test_whale_and_harness_forge_search_collect_fine_tune_and_deploy(tmp_path, t
         "evaluate": {"split": "dev", "limit": 1, "k": 1, "seeds": 1, "group_concurrency": 2},
         "rft": {"rounds": 1, "tasks_per_round": 1, "k": 2, "harnesses": 1, "steps": 1, "batch_size": 1},
     }
-    result = whale(tiny_pipeline(tmp_path, name="whale", baseline="whale", **tiny), database_url=url)
+    capped = {"search_rollouts": 10, "training_rollouts": 4}  # exactly what it plans: held, not refused
+    result = whale(tiny_pipeline(tmp_path, name="whale", baseline="whale", budget=capped, **tiny), database_url=url)
     (one,) = result["rounds"]
     assert one["harnesses"] == [
         best_harness(one["success"], list(one["success"]))
@@ -128,6 +130,8 @@ def test_whale_and_harness_forge_search_collect_fine_tune_and_deploy(tmp_path, t
         report = build_report(s, "whale", ["forge"])
         rows = report.tables["resources"].set_index("method")
         assert rows.loc["harness_forge", "training_rollouts"] == 2 and rows.loc["whale", "search_rollouts"] == 10
+        assert rows.loc["whale", "caps"] == "search 10, training 4" and rows.loc["whale", "within_caps"]
+        assert rows.loc["harness_forge", "within_caps"] is None  # no caps set
 
 
 @pytest.mark.slow
@@ -187,5 +191,6 @@ def test_harnessx_alternates_evolution_rounds_with_segments_sharing_one_replay_b
         report = build_report(s, "hx", [])
         (row,) = report.tables["resources"].to_dict("records")
         assert (row["method"], row["training_rollouts"]) == ("harnessx", 4)
+        assert row["editor_tokens"] == 0 and row["search_hours"] > 0  # its own evolutions, offline operators
         (signals,) = report.tables["rq2"].to_dict("records")
         assert signals["updates"] == 2 and signals["rollouts_spent"] == 4  # both segments' updates

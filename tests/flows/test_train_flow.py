@@ -285,3 +285,34 @@ def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, tr
         "rows-step2.pkl.gz",
         "trainer-u2.pt",
     ]  # rows kept
+
+
+@pytest.mark.slow
+def test_training_stops_before_an_update_that_could_cross_the_rollout_budget(
+    tmp_path, train_dir, prefect_api, monkeypatch
+):
+    """harness_s spends 2 (K under H0) or 4 (a dead group rescued) rollouts per update here; with a
+    budget of 6 an update starts only if 4 more keep the run within 6. Training ends there with its
+    final re-anchor and a registered checkpoint, and starting again changes nothing."""
+    from flows.train import train
+    from tasks import training
+
+    monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = tiny_cfg(tmp_path, updates=3, rollout_budget=6)
+    result = train(cfg, database_url=url)
+    run_id = result["run_id"]
+    done = training.completed_updates(cfg, run_id)
+    assert 1 <= done < cfg.updates
+    spent = training.spent_training_rollouts(run_id, done, url)
+    assert spent <= 6 < spent + cfg.max_update_rollouts()  # within the cap, and the next update could cross it
+    assert result["checkpoint"] == f"{run_id}-u{done}"
+    assert [h["step"] for h in result["history"]] == list(range(done))
+    with session_scope(make_engine(url)) as s:
+        assert s.get(Checkpoint, result["checkpoint"]) is not None
+        reanchors = s.scalars(select(Evaluation).where(Evaluation.run_id == run_id)).all()
+        assert sorted({e.metrics["step"] for e in reanchors}) == [0, done]
+        assert s.get(Run, run_id).status == "completed"
+    again = train(cfg, database_url=url)  # resumes into the same stop
+    assert again["checkpoint"] == result["checkpoint"] and training.completed_updates(cfg, run_id) == done
+    assert training.spent_training_rollouts(run_id, done + 1, url) == spent

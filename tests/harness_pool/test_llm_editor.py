@@ -305,7 +305,12 @@ def test_the_evolution_task_uses_the_configured_llm_editor_and_records_rejection
     assert good["targeted"] == ["t1", "t2", "t3", "t4"] and good["controls"] == ["t5"]
     assert good["editor"]["usage_total"]["prompt_tokens"] > 0 and good["editor"]["attempts"] == 1
     assert bad["spec"] is None and "Import" in bad["error"] and len(server.requests) == 3
+    used = {k: good["editor"]["usage"][k] + bad["editor"]["usage"][k] for k in good["editor"]["usage"]}
+    assert (good["editor"]["usage"]["requests"], bad["editor"]["usage"]["requests"]) == (1, 2)  # each edit's own
+    assert used == bad["editor"]["usage_total"]
     record_rejected(cfg, "evo-run", 1, out, url)  # what the flow does with every result, fresh or cached
     with session_scope(make_engine(url)) as s:
         rows = s.scalars(select(EvolutionCandidate)).all()
         assert [(r.name, r.status, r.editor) for r in rows] == [(bad["name"], "rejected", "openai")]
+        bad_tokens = bad["editor"]["usage"]["prompt_tokens"] + bad["editor"]["usage"]["completion_tokens"]
+        assert store.editor_tokens(s, ["evo-run"]) == bad_tokens > 0  # the resource table's editor tokens
