@@ -31,7 +31,8 @@ class Prompts(_Frozen):
     task_template: str = Field(
         description="First user message; placeholders are filled from the benchmark task: DBBench "
         "{instruction}, {description}, {add_description}, {table_name}, {headers}, {sample_rows}; TextWorld "
-        "{instruction} (= {goal}), {tier}; BFCL {instruction} (the first request), {functions} (documents, JSON)."
+        "{instruction} (= {goal}), {tier}; BFCL {instruction} (the first request), {function_list} (signatures, "
+        "envs/bfcl/docs.py), {functions} (documents, JSON)."
     )
     observation_template: str = Field(
         default="{observation}",

@@ -22,6 +22,7 @@ from functools import lru_cache
 from importlib import resources
 
 from envs.base import DataError
+from envs.bfcl.docs import function_list
 
 BENCHMARK = "bfcl"
 PACKAGE_VERSION = "2026.3.23"
@@ -98,9 +99,11 @@ class BfclTask:
         }
 
     def fields(self) -> dict[str, str]:
-        """Template placeholders: {instruction} (the first request) and {functions} (the documents, JSON)."""
+        """Template placeholders: {instruction} (the first request), {function_list} (the documents
+        as signatures, envs/bfcl/docs.py) and {functions} (the documents, JSON, one per line)."""
         return {
             "instruction": self.turns[0],
+            "function_list": function_list(self.functions),
             "functions": "\n".join(json.dumps(f, ensure_ascii=False) for f in self.functions),
         }
 

@@ -2,7 +2,7 @@
 
 The agent calls functions (`CallAction`) as often as it likes within a turn and ends the turn by
 replying to the user (`ReplyAction`); the next request then arrives as the observation (for a
-miss_func task, the turn that brings the withheld function shows its document instead). At the
+miss_func task, the turn that brings the withheld function shows its signature instead). At the
 end of every turn the ground truth of that turn runs on a second, private set of API objects, and
 the benchmark's own checks (bfcl_eval's `state_checker` and `response_checker`) compare the two,
 with the benchmark's rules: a turn whose ground truth calls something needs at least one call
@@ -28,6 +28,7 @@ import time
 from envs.base import Action, CallAction, ReplyAction, StepResult, Verdict
 from envs.bfcl.calls import clip
 from envs.bfcl.data import API_MODULES, STATELESS, BfclTask
+from envs.bfcl.docs import function_list
 
 DEFAULT_MAX_ROUNDS = 30
 WALL_SECONDS_PER_REQUEST = 10.0
@@ -129,9 +130,8 @@ class BfclEnv:
     def _request(self, turn: int) -> str:
         added = self.task.withheld.get(turn, [])
         parts = [self.task.turns[turn]] if self.task.turns[turn] else []
-        if added:
-            docs = "\n".join(json.dumps(f, ensure_ascii=False) for f in added)
-            parts.append(f"A new function is now available:\n{docs}")
+        if added:  # as signatures, as the harnesses' {function_list} shows the others
+            parts.append(f"A new function is now available:\n{function_list(added)}")
         return "\n\n".join(parts)
 
     def step(self, action: Action) -> StepResult:

@@ -170,3 +170,37 @@ def test_a_reply_without_calls_fails_with_its_failure_kind_and_tag():
     assert not result.verdict.success and result.failure_kind == "no_call"
     assert "replied_without_call" in result.behaviour_tags
     assert set(result.behaviour_tags) <= set(behaviours("bfcl"))  # what RQ4 lists
+
+
+def test_the_signature_list_says_what_the_json_documents_say_in_far_fewer_characters():
+    import json
+
+    from envs.bfcl.docs import function_list
+
+    task = next(t for t in load_split("train") if t.involved_classes == ("GorillaFileSystem",))
+    listed = function_list(task.functions)
+    as_json = task.fields()["functions"]
+    assert task.fields()["function_list"] == listed and len(listed) < len(as_json) / 2
+    assert listed.count("This tool belongs to the Gorilla file system") == 1  # the app's paragraph once
+    lines = listed.splitlines()
+    for doc in task.functions:  # every function, every argument, its type and what it returns
+        (line,) = [x for x in lines if x.startswith(doc["name"] + "(")]
+        for name, spec in doc["parameters"]["properties"].items():
+            assert f"{name}: {spec['type']}" in line and f"  {name}: " in listed
+        for field in (doc.get("response") or {}).get("properties") or {}:
+            assert field in line.split(" -> ", 1)[1]
+    du = next(d for d in task.functions if d["name"] == "du")
+    assert "human_readable: boolean = false" in listed and "human_readable" not in du["parameters"]["required"]
+    assert json.loads(as_json.splitlines()[0])["name"] == task.functions[0]["name"]  # {functions} stays JSON
+
+
+def test_a_withheld_function_arrives_as_its_signature():
+    task = next(t for t in load_split("dev") if t.category == "miss_func")
+    turn, (added, *_) = next(iter(task.withheld.items()))
+    env = BfclEnv(task)
+    try:
+        env.reset()
+        text = env._request(turn)
+    finally:
+        env.close()
+    assert "A new function is now available:" in text and f"\n{added['name']}(" in text and '"parameters"' not in text
