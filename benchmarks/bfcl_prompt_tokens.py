@@ -5,8 +5,8 @@ Builds the demonstrations of configs/sft_bfcl_smol.yaml (its tasks, tiers and ro
 through the real environment twice: under H0 as committed (signature list) and under the same
 H0 with the JSON documents in its place. Prints per view: demonstrations kept, those over
 SmolLM2's context, median / max / total tokens, and the ratio. With --time-steps N, also times N
-fine-tuning steps (forward + backward of one batch of the config's batch size, the median-length
-demonstrations, recomputing activations as the config does) per view.
+fine-tuning steps (forward + backward of one batch of the config's batch size or --batch, the
+median-length demonstrations, recomputing activations as the config does) per view.
 
 Run: HS_DATA_DIR=../shared/data .venv/bin/python benchmarks/bfcl_prompt_tokens.py [--time-steps 1]
 """
@@ -54,6 +54,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="configs/sft_bfcl_smol.yaml")
     ap.add_argument("--time-steps", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=None, help="Demonstrations per timed step (default: the config's).")
     args = ap.parse_args()
     cfg = load_config(SftConfig, args.config)
     tasks = benchmark("bfcl").load("train", data_dir=cfg.env.data_dir, limit=cfg.n_tasks, tiers=cfg.tiers)
@@ -81,7 +82,7 @@ def main() -> None:
             "build_s": time.perf_counter() - t0,
         }
         if args.time_steps:
-            rows[name]["step_s"] = step_seconds(policy, fits, cfg.batch_size, args.time_steps)
+            rows[name]["step_s"] = step_seconds(policy, fits, args.batch or cfg.batch_size, args.time_steps)
         print(name, {k: round(v, 1) if isinstance(v, float) else v for k, v in rows[name].items()}, flush=True)
     old, new = rows["JSON documents"], rows["signature list"]
     print(f"{len(tasks)} training tasks ({', '.join(cfg.tiers or [])}); signature list / JSON documents:")
