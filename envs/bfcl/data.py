@@ -174,11 +174,15 @@ def _split_tasks(split: str) -> tuple[BfclTask, ...]:
         for record in records:
             if split_of(int(record["id"].rsplit("_", 1)[1])) == split:
                 out.append((category, record, answers[record["id"]]))
+    if split == "train":  # categories interleaved, so the first N tasks of any tiers span those tiers
+        out.sort(key=lambda item: (int(item[1]["id"].rsplit("_", 1)[1]), CATEGORIES.index(item[0])))
     return tuple(_task(record, answer, split, i, category) for i, (category, record, answer) in enumerate(out))
 
 
 def load_split(split: str, limit: int | None = None, tiers: tuple[str, ...] | None = None) -> list[BfclTask]:
-    """The split's tasks, category by category in BFCL's order (`tiers`: only these categories)."""
+    """The split's tasks (`tiers`: only these categories): dev and test category by category in
+    BFCL's order; train by base task, its categories one after another, so that a training config's
+    first N tasks cover every tier it names."""
     if split not in SPLITS:
         raise DataError(f"Unknown BFCL split '{split}': use one of {', '.join(SPLITS)}")
     if tiers is not None and set(tiers) - set(CATEGORIES):

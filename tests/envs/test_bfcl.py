@@ -44,6 +44,15 @@ def test_splits_never_share_a_base_task_and_the_data_is_the_pinned_data():
     assert {t.category for t in splits["dev"]} == set(CATEGORIES)
 
 
+def test_the_first_training_tasks_of_any_tiers_span_those_tiers():
+    from collections import Counter
+
+    first = load_split("train", limit=120, tiers=("base", "miss_param", "miss_func"))  # the warm start's tasks
+    assert Counter(t.category for t in first) == {"base": 40, "miss_param": 40, "miss_func": 40}
+    dev = load_split("dev")
+    assert [t.category for t in dev[:20]] == ["base"] * 20  # dev and test keep BFCL's order (ids unchanged)
+
+
 def _sample(split: str = "dev", per_category: int = 3):
     tasks = load_split(split)
     return [t for c in CATEGORIES for t in [x for x in tasks if x.category == c][:per_category]]
