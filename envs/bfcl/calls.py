@@ -16,7 +16,7 @@ import json
 
 from envs.base import ToolCall
 
-MAX_CALL_CHARS = 4_000  # one reply's calls, as text
+MAX_CALL_CHARS = 12_000  # one reply's calls, as text (long_context ground truth posts ~4,300-character tweets)
 MAX_CALLS = 16  # per reply
 MAX_RESULT_CHARS = 4_000  # one call's result, as text
 

@@ -213,3 +213,12 @@ def test_a_withheld_function_arrives_as_its_signature():
     finally:
         env.close()
     assert "A new function is now available:" in text and f"\n{added['name']}(" in text and '"parameters"' not in text
+
+
+def test_ground_truth_with_the_longest_call_arguments_passes():
+    """long_context tasks post tweets of about 4,300 characters: the bound on a reply's calls lets them through."""
+    long_ones = [
+        t for t in load_split("train") if t.bfcl_id in ("multi_turn_long_context_8", "multi_turn_long_context_18")
+    ]
+    report = check_gold("train", tasks=long_ones)
+    assert len(long_ones) == 2 and report.agreement == 1.0, report.format_lines()
