@@ -88,8 +88,8 @@ def describe(plan: dict[str, int], cfg: PipelineConfig | None = None) -> str:
         else f"{plan['training_min']:,}-{plan['training_max']:,}"
     )
     out = f"planned rollouts: search {plan['search']:,}, training {training}, validation {plan['validation']:,}"
-    caps = cfg.budget if cfg is not None else None
-    if caps is not None and (caps.search_rollouts or caps.training_rollouts):
-        shown = {"search": caps.search_rollouts, "training": caps.training_rollouts}
-        out += "; caps: " + ", ".join(f"{k} {v:,}" for k, v in shown.items() if v is not None)
+    if cfg is not None:
+        caps = {"search": cfg.budget.search_rollouts, "training": cfg.budget.training_rollouts}
+        shown = [f"{k} {v:,}" for k, v in caps.items() if v is not None]
+        out += "; caps: " + ", ".join(shown) if shown else ""
     return out
