@@ -6,8 +6,9 @@ training, per method, side by side, and the wall time the runs took.
 - training: the rollouts of the groups the updates were formed from (first groups and rescues),
   or the rollouts a fine-tuning baseline collected to fine-tune on;
 - validation: the re-anchors' paired validation (every harness on the validation tasks);
-- editor_tokens: the API tokens (prompt + completion) the evolution's editor spent on its
-  proposals, as its candidates recorded them (offline operators spend none; "-" when the
+- editor_tokens: the API tokens (prompt + completion) the evolution spent on an LLM: its
+  editor's proposals, as its candidates recorded them, and its LLM diagnoses, as the diagnosed
+  trajectories recorded them (offline operators and rule diagnosis spend none; "-" when the
   evolution run is not in this database);
 - caps and within_caps: the pipeline config's `budget:` caps (configs/budget.py), and whether
   the method's own search (without the shared pool's evolution) and its training stayed within;

@@ -394,14 +394,18 @@ def rollouts_by_role(session: Session, run_id: str, before_step: int | None = No
 
 
 def editor_tokens(session: Session, run_ids: list[str]) -> int:
-    """API tokens (prompt + completion) the evolution runs' editors spent on their proposals, as
-    each candidate recorded them; offline operators spend none."""
-    details = session.scalars(select(EvolutionCandidate.details).where(EvolutionCandidate.run_id.in_(run_ids)))
-    return sum(
-        int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-        for d in details
-        if (usage := ((d or {}).get("editor") or {}).get("usage"))
+    """API tokens (prompt + completion) the evolution runs spent on an LLM: the editors'
+    proposals, as each candidate recorded them, and the LLM diagnoses, as each diagnosed
+    trajectory recorded them; offline operators and rule diagnosis spend none."""
+    candidates = session.scalars(select(EvolutionCandidate.details).where(EvolutionCandidate.run_id.in_(run_ids)))
+    diagnosed = session.scalars(
+        select(Trajectory.details)
+        .join(RolloutGroup, Trajectory.group_id == RolloutGroup.id)
+        .where(RolloutGroup.run_id.in_(run_ids), RolloutGroup.role == "diagnose")
     )
+    usages = [((d or {}).get("editor") or {}).get("usage") for d in candidates]
+    usages += [((d or {}).get("diagnosis") or {}).get("usage") for d in diagnosed]
+    return sum(int(u.get("prompt_tokens", 0)) + int(u.get("completion_tokens", 0)) for u in usages if u)
 
 
 def pool_run_id(session: Session, benchmark: str, version: str | None) -> str | None:

@@ -30,7 +30,14 @@ from harness_pool.spec import HarnessError, HarnessSpec, load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
 from tasks import tracking
-from tasks.records import build_group, ensure_group, group_record, record_bench_tasks, record_harnesses
+from tasks.records import (
+    build_group,
+    ensure_group,
+    group_record,
+    record_bench_tasks,
+    record_harnesses,
+    trajectory_id,
+)
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
 from tasks.sft import checkpoint_name
 from tasks.training import warm_start_config
@@ -120,7 +127,8 @@ def run_harness(
     database_url: str | None,
 ) -> dict:
     """k rollouts of `harness` on every task (all batched), stored as one group per task, with a
-    rule root cause for every failed rollout. Returns {task id: {successes, causes, trajectory_ids}}."""
+    rule root cause for every failed rollout (or the LLM diagnoser's, recorded with its token use
+    in the trajectory's details). Returns {task id: {successes, causes, trajectory_ids}}."""
     spec = HarnessSpec.model_validate(harness)
     the_tasks = [bench_task(cfg.env, i) for i in task_ids]
     specs = [RolloutSpec(t, spec, i) for t in the_tasks for i in range(k)]
@@ -132,6 +140,13 @@ def run_harness(
         record_harnesses(session, [spec])
         for n, t in enumerate(the_tasks):
             res = results[n * k : (n + 1) * k]
+            ids = [trajectory_id(run_id, round, t.id, r, cfg.seed, role) for r in res]
+            causes = [rule_cause(r, t, tid) for r, tid in zip(res, ids)]
+            notes = None
+            if cfg.editor.uses_api and cfg.editor.llm_diagnosis:
+                from tasks.llm_editing import llm_causes
+
+                causes, notes = llm_causes(cfg, res, causes)
             records.append(
                 group_record(
                     run_id=run_id,
@@ -142,20 +157,14 @@ def run_harness(
                     role=role,
                     checkpoint=policy_config(cfg).model,
                     results=res,
+                    extra_details=notes,
                 )
             )
-            group = build_group(**records[-1])
-            store.replace_group(session, group)
-            trajs = sorted(group.trajectories, key=lambda x: x.sample_index)
-            causes = [rule_cause(r, t, tr.id) for r, tr in zip(res, trajs)]
-            if cfg.editor.uses_api and cfg.editor.llm_diagnosis:
-                from tasks.llm_editing import llm_causes
-
-                causes = llm_causes(cfg, res, causes)
+            store.replace_group(session, build_group(**records[-1]))
             out[t.id] = {
                 "successes": [r.verdict.success for r in res],
                 "causes": causes,
-                "trajectory_ids": [tr.id for tr in trajs],
+                "trajectory_ids": ids,
             }
     return {"harness_id": spec.id, "name": spec.name, "tasks": out, "records": records}
 

@@ -68,12 +68,19 @@ def llm_child(
     return child, None if child else (info["errors"] or ["no patch"])[-1], info
 
 
-def llm_causes(cfg: EvolveConfig, results, causes: list[str | None]) -> list[str | None]:
-    """The LLM's root cause for up to max_diagnosis_calls failed rollouts (rule causes elsewhere)."""
-    diagnoser, out, calls = LlmDiagnoser(chat_for(cfg), benchmark=cfg.env.benchmark), list(causes), 0
+def llm_causes(cfg: EvolveConfig, results, causes: list[str | None]) -> tuple[list[str | None], list[dict]]:
+    """The LLM's root cause for up to max_diagnosis_calls failed rollouts (rule causes elsewhere),
+    and per rollout the details to record: {"diagnosis": {cause, rule_cause, usage}} where the LLM
+    was asked (its usage is the tokens that call spent, counted in the run's editor tokens), {} elsewhere."""
+    chat = chat_for(cfg)
+    diagnoser, out, notes, calls = LlmDiagnoser(chat, benchmark=cfg.env.benchmark), list(causes), [], 0
     for i, (result, cause) in enumerate(zip(results, causes)):
         if cause is None or calls >= cfg.editor.max_diagnosis_calls:
+            notes.append({})
             continue
+        before = dict(chat.usage)  # diagnoses run one after another, so the difference is this call's
         out[i] = diagnoser.cause(render_turns(result.turns), cause)
+        usage = {key: n - before.get(key, 0) for key, n in chat.usage.items()}
+        notes.append({"diagnosis": {"cause": out[i], "rule_cause": cause, "usage": usage}})
         calls += 1
-    return out
+    return out, notes

@@ -54,6 +54,10 @@ def group_id(run_id: str, step: int, bench_task_id: str, harness_id: str | None,
     return stable_id("group", run_id, step, bench_task_id, harness_id or "mixed", seed, role)
 
 
+def trajectory_id(run_id: str, step: int, bench_task_id: str, result: RolloutResult, seed: int, role: str) -> str:
+    return stable_id("traj", run_id, step, bench_task_id, result.harness_id, seed, role, result.sample_index)
+
+
 def build_group(
     *,
     run_id: str,
@@ -64,7 +68,10 @@ def build_group(
     role: str,
     checkpoint: str,
     results: list[RolloutResult],
+    extra_details: list[dict] | None = None,
 ) -> RolloutGroup:
+    """The group's rows; `extra_details` (one dict per result, when given) joins each
+    trajectory's `details` beside the verifier's (e.g. an LLM diagnosis and its token use)."""
     gid = group_id(run_id, step, bench_task_id, harness_id, seed, role)
     group = RolloutGroup(
         id=gid,
@@ -78,8 +85,8 @@ def build_group(
         checkpoint=checkpoint,
         n_success=sum(r.verdict.success for r in results),
     )
-    for r in results:
-        tid = stable_id("traj", run_id, step, bench_task_id, r.harness_id, seed, role, r.sample_index)
+    for n, r in enumerate(results):
+        tid = trajectory_id(run_id, step, bench_task_id, r, seed, role)
         traj = Trajectory(
             id=tid,
             run_id=run_id,
@@ -98,7 +105,7 @@ def build_group(
             seconds_total=r.seconds_total,
             seconds_generate=r.seconds_generate,
             seconds_env=r.seconds_env,
-            details=_jsonable(r.verdict.details),
+            details=_jsonable({**r.verdict.details, **(extra_details[n] if extra_details else {})}),
         )
         traj.turns = [
             Turn(
@@ -133,6 +140,7 @@ def group_record(
     role: str,
     checkpoint: str,
     results: list[RolloutResult],
+    extra_details: list[dict] | None = None,
 ) -> dict:
     """What `build_group` needs to write this group again (a task returns it with its summary)."""
     return {
@@ -144,6 +152,7 @@ def group_record(
         "role": role,
         "checkpoint": checkpoint,
         "results": results,
+        "extra_details": extra_details,
     }
 
 

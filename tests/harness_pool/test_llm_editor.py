@@ -314,3 +314,61 @@ def test_the_evolution_task_uses_the_configured_llm_editor_and_records_rejection
         assert [(r.name, r.status, r.editor) for r in rows] == [(bad["name"], "rejected", "openai")]
         bad_tokens = bad["editor"]["usage"]["prompt_tokens"] + bad["editor"]["usage"]["completion_tokens"]
         assert store.editor_tokens(s, ["evo-run"]) == bad_tokens > 0  # the resource table's editor tokens
+
+
+def test_llm_diagnoses_are_recorded_on_their_trajectories_and_counted_as_editor_tokens(openai_server, tmp_path):
+    """Evolution's LLM diagnosis (`run_harness` with editor.llm_diagnosis): each diagnosed failure
+    keeps the LLM's cause, the rule's guess and that call's token use in its trajectory's details,
+    and the resource table's editor tokens add them to the proposals' (none of which exist here)."""
+    from configs.schema import EnvConfig, EvolveConfig
+    from db import store
+    from db.engine import session_scope
+    from db.models import Trajectory
+    from envs.base import Verdict
+    from rl.rollout import RolloutResult, TurnRecord
+    from tasks.llm_editing import llm_causes
+    from tasks.records import build_group, record_bench_tasks, record_harnesses, trajectory_id
+    from tasks.resources import bench_tasks, get_engine
+
+    server, _ = openai_server("unknown_column", "misread_the_question")
+    cfg = EvolveConfig.model_validate(
+        {
+            "editor": {
+                "kind": "openai",
+                "model": "editor-model",
+                "api_key_env": "HS_TEST_NO_SUCH_KEY",
+                "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
+                "llm_diagnosis": True,
+                "max_diagnosis_calls": 1,
+            }
+        }
+    )
+    task, h0 = bench_tasks(EnvConfig(), "dev", limit=1)[0], load_harness("h0")
+    turn = TurnRecord(0, "Q?", [1], "Action: Answer\nFinal Answer: []", [2, 3], [-0.1, -0.2], "stop")
+    results = [
+        RolloutResult(task.id, h0.id, i, [turn], Verdict(0.0, False), "answered", "wrong_answer", [], [], 1.0, 0.5, 0.1)
+        for i in range(3)
+    ]
+    causes, notes = llm_causes(cfg, results, ["wrong_value", None, "sql_syntax"])
+    assert causes == ["unknown_column", None, "sql_syntax"]  # one call allowed: the third keeps the rule's
+    assert len(server.requests) == 1 and [bool(n) for n in notes] == [True, False, False]
+    assert notes[0]["diagnosis"] == {
+        "cause": "unknown_column",
+        "rule_cause": "wrong_value",
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "requests": 1},  # the test server's counts
+    }
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    with session_scope(get_engine(url)) as s:  # migrated on first use
+        store.upsert_run(s, id="evo-run", kind="evolve", name="evo", status="running", config={})
+        record_harnesses(s, [h0])
+        record_bench_tasks(s, [task])
+        ids = ("evo-run", 1, task.id)
+        group = dict(run_id="evo-run", step=1, bench_task_id=task.id, harness_id=h0.id, seed=0, checkpoint="m")
+        store.replace_group(s, build_group(**group, role="diagnose", results=results, extra_details=notes))
+        store.replace_group(s, build_group(**group, role="validate", results=results, extra_details=notes))
+    with session_scope(get_engine(url)) as s:
+        first = s.get(Trajectory, trajectory_id(*ids, results[0], 0, "diagnose"))
+        assert first.details["diagnosis"]["cause"] == "unknown_column"
+        assert s.get(Trajectory, trajectory_id(*ids, results[1], 0, "diagnose")).details == {}
+        assert store.editor_tokens(s, ["evo-run"]) == 110  # the diagnose group's call only, not the copy under validate
+        assert store.editor_tokens(s, ["another-run"]) == 0
