@@ -153,12 +153,9 @@ class PipelineConfig(_Frozen):
             raise ValueError("baseline harnessx: train.updates must be at least coupling.rounds (updates per round)")
         if self.baseline and self.evolve is None and not self.pool_version and not self.train.pool:
             raise ValueError(f"baseline {self.baseline} searches a pool: set evolve, pool_version or train.pool")
-        cap, one_update = self.budget.training_rollouts, self.train.max_update_rollouts()
-        if cap is not None and cap < one_update:
-            raise ValueError(
-                f"budget.training_rollouts {cap:,} is below one update's most expensive outcome ({one_update:,} "
-                "rollouts): raise the cap or lower train.batch_tasks or train.k"
-            )
+        self.train.check_rollout_cap(
+            self.budget.training_rollouts, "budget.training_rollouts", "train.batch_tasks or train.k"
+        )
         if self.evolve is not None and not self.evolve.pool.version:
             raise ValueError("evolve.pool.version must name the pool the pipeline trains on (e.g. v2)")
         return self

@@ -500,12 +500,17 @@ class TrainConfig(TrackedRunConfig):
             raise ValueError("mode fixed_mixture needs a non-empty mixture list of harness names")
         if self.router.kind == "fixed" and not self.router.names:
             raise ValueError("router.kind fixed needs router.names (harness names from the pool)")
-        if self.rollout_budget is not None and self.rollout_budget < self.max_update_rollouts():
-            raise ValueError(
-                f"rollout_budget {self.rollout_budget} is below one update's most expensive outcome "
-                f"({self.max_update_rollouts()} rollouts): raise it or lower batch_tasks or k"
-            )
+        self.check_rollout_cap(self.rollout_budget, "rollout_budget", "batch_tasks or k")
         return self
+
+    def check_rollout_cap(self, cap: int | None, setting: str, knobs: str) -> None:
+        """A cap on training rollouts (the config `setting`) must pay for one update whatever
+        happens in it, or training would stop before its first update."""
+        if cap is not None and cap < self.max_update_rollouts():
+            raise ValueError(
+                f"{setting} {cap:,} is below one update's most expensive outcome "
+                f"({self.max_update_rollouts():,} rollouts): raise it or lower {knobs}"
+            )
 
     def max_update_rollouts(self) -> int:
         """The most one update can spend: K per task under H0, and as many again when every group
