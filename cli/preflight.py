@@ -7,16 +7,17 @@ from __future__ import annotations
 
 def eval_preflight(cfg, database_url: str | None, check_model: bool = True) -> None:
     """Fail fast, before Prefect starts or a model converts, on a broken harness, missing data, an
-    unknown task id, an unreachable database or (check_model) a missing policy model."""
+    unknown task id, an unreachable database, a resumed run whose harness file changed or
+    (check_model) a missing policy model."""
     from cli.checks import check_training_split, open_database
     from configs.schema import ConfigError
     from envs.registry import benchmark
     from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
+    from tasks.evaluation import run_id_for
 
-    load_harness(cfg.harness, cfg.env.benchmark)
-    resolve_pool(cfg.pool, cfg.env.benchmark)
+    harnesses = [load_harness(cfg.harness, cfg.env.benchmark), *resolve_pool(cfg.pool, cfg.env.benchmark)]
     if cfg.split == "train":
         check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
     bench = benchmark(cfg.env.benchmark)
@@ -28,9 +29,19 @@ def eval_preflight(cfg, database_url: str | None, check_model: bool = True) -> N
 
         for task_id in cfg.task_ids:
             bench_task(cfg.env, task_id)  # an unknown id: one line naming the split
-    open_database(database_url, write=True)
+    check_resumed_harnesses(run_id_for(cfg), harnesses, open_database(database_url, write=True))
     if check_model and cfg.policy.backend == "transformers":
         resolve_model(cfg.policy.model)
+
+
+def check_resumed_harnesses(run_id: str, harnesses, database_url: str) -> None:
+    """A run resumed after a harness file changed would mix two harnesses' rollouts: refuse it."""
+    from db.engine import session_scope
+    from tasks.records import check_run_harnesses
+    from tasks.resources import get_engine
+
+    with session_scope(get_engine(database_url)) as session:
+        check_run_harnesses(session, run_id, harnesses)
 
 
 def check_launch(cfg, world: int) -> None:
@@ -50,18 +61,19 @@ def check_launch(cfg, world: int) -> None:
 
 
 def train_preflight(cfg, database_url: str | None) -> None:
-    """Fail fast on a broken harness or pool, missing data, database or starting checkpoint."""
+    """Fail fast on a broken harness or pool, missing data, database or starting checkpoint, or a
+    resumed run whose harness files changed."""
     from cli.checks import check_training_split, open_database
     from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
     from tasks.training import check_recorded_updates, init_checkpoint, train_run_id, warm_start_config
 
-    for name in {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}:
-        load_harness(name, cfg.env.benchmark)
-    resolve_pool(cfg.pool, cfg.env.benchmark)
+    names = {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}
+    harnesses = [load_harness(name, cfg.env.benchmark) for name in names] + resolve_pool(cfg.pool, cfg.env.benchmark)
     check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
     url = open_database(database_url, write=True)
+    check_resumed_harnesses(train_run_id(cfg), harnesses, url)
     check_recorded_updates(cfg, train_run_id(cfg), url, restore=False)  # before Prefect or the model starts
     if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
         resolve_model(init_checkpoint(cfg))

@@ -29,7 +29,14 @@ from harness_pool.spec import load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutSpec, run_rollouts
 from tasks import faults, tracking
-from tasks.records import build_group, ensure_group, group_record, record_bench_tasks, record_harnesses
+from tasks.records import (
+    build_group,
+    check_run_harnesses,
+    ensure_group,
+    group_record,
+    record_bench_tasks,
+    record_harnesses,
+)
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
 
 
@@ -61,6 +68,7 @@ def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id:
             )
     run_id = run_id_for(cfg)
     with session_scope(get_engine(database_url)) as session:
+        check_run_harnesses(session, run_id, [harness, *pool_harnesses(cfg)])
         store.upsert_run(
             session,
             id=run_id,

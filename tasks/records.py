@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 
 from db import store
 from db.ids import stable_id
-from db.models import RolloutGroup, Trajectory, Turn
+from db.models import Harness, RolloutGroup, Trajectory, Turn
+from harness_pool.spec import HarnessError
 from rl.rollout import RolloutResult
 
 
@@ -42,6 +43,31 @@ def record_harnesses(session: Session, harnesses) -> None:
             parent_ids=h.parent_ids,
             spec=h.model_dump(mode="json"),
         )
+
+
+def check_run_harnesses(session: Session, run_id: str, harnesses) -> None:
+    """A run that resumes must find its stored rollouts under the harnesses its config resolves to
+    now (HarnessSpec objects): a harness file edited since the run started would otherwise mix two
+    harnesses' rollouts in one run's metrics. Raises a one-line error that says how to go on."""
+    allowed = {h.id for h in harnesses}
+    held = session.execute(
+        select(RolloutGroup.harness_id, func.min(Harness.name))
+        .join(Harness, Harness.id == RolloutGroup.harness_id)
+        .where(RolloutGroup.run_id == run_id)
+        .group_by(RolloutGroup.harness_id)
+    ).all()
+    stale = sorted(f"{name} ({hid[:12]})" for hid, name in held if hid not in allowed)
+    if stale:
+        now = ", ".join(sorted(f"{h.name} ({h.id[:12]})" for h in harnesses))
+        raise HarnessChangedError(
+            f"run {run_id} holds rollouts under {', '.join(stale)}, but its config now resolves to {now}: "
+            "a harness file changed since the run started; give this run a new name (--set name=...) "
+            "to start it afresh, or restore the harness file to resume it"
+        )
+
+
+class HarnessChangedError(HarnessError):
+    """A resumed run's harness is no longer the one its rollouts were made under."""
 
 
 def record_bench_tasks(session: Session, bench_tasks) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typer.testing import CliRunner
 
 from cli.main import app
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _one_line_error(result) -> str:
@@ -232,3 +235,73 @@ def test_build_repair_names_the_known_projects(tmp_path, monkeypatch):
     text = _one_line_error(runner.invoke(app, ["data", "build-repair", "--project", "numpy"]))
     assert "numpy" in text and "toolz" in text and "boltons" in text
     assert not any(tmp_path.iterdir())  # nothing fetched or written
+
+
+def _run_with_a_group_under(url: str, run_id: str, harness_path: Path):
+    """A finished run holding one rollout under the harness file as it is now; returns that harness."""
+    from configs.schema import EnvConfig
+    from db import store
+    from db.engine import make_engine, session_scope
+    from envs.base import Verdict
+    from harness_pool.spec import load_harness
+    from rl.rollout import RolloutResult
+    from tasks.records import build_group, record_bench_tasks, record_harnesses
+    from tasks.resources import bench_tasks
+
+    harness, task = load_harness(str(harness_path)), bench_tasks(EnvConfig(), "dev", limit=1)[0]
+    assert runner.invoke(app, ["db", "upgrade", "--url", url]).exit_code == 0
+    with session_scope(make_engine(url)) as s:
+        store.upsert_run(s, id=run_id, kind="eval", name="x", status="completed", config={})
+        record_harnesses(s, [harness])
+        record_bench_tasks(s, [task])
+        result = RolloutResult(task.id, harness.id, 0, [], Verdict(1.0, True), "answered", None, [], [], 1.0, 1.0, 0.0)
+        row = dict(run_id=run_id, step=0, bench_task_id=task.id, harness_id=harness.id, seed=0, role="eval")
+        store.replace_group(s, build_group(**row, checkpoint="smollm2-135m", results=[result]))
+    harness_path.write_text(harness_path.read_text().replace("You ", "You now ", 1))  # the edit
+    return harness
+
+
+def _untouched(url: str, run_id: str, harness_id: str) -> bool:
+    from sqlalchemy import select
+
+    from db.engine import make_engine, session_scope
+    from db.models import RolloutGroup, Run
+
+    with session_scope(make_engine(url)) as s:  # nothing written, nothing marked
+        return s.get(Run, run_id).status == "completed" and s.scalars(select(RolloutGroup.harness_id)).all() == [
+            harness_id
+        ]
+
+
+def test_resuming_a_run_whose_harness_file_changed_is_refused_without_touching_the_run(tmp_path, train_dir):
+    """Run ids come from the config, which names a harness file, not its content: after an edit of
+    the file the same command would add the new harness's rollouts to the old run."""
+    from configs.schema import EvalConfig, TrainConfig, load_config
+    from tasks.evaluation import run_id_for
+    from tasks.training import train_run_id
+
+    path, url = tmp_path / "mine.yaml", f"sqlite:///{tmp_path / 'hs.db'}"
+    path.write_text((REPO / "harness_pool/harnesses/dbbench/h0.yaml").read_text())
+    no_model = ["--model", str(tmp_path / "no-model")]  # were the check missing: a model error, not a real run
+    run_id = run_id_for(load_config(EvalConfig, None, {"harness": str(path), "limit": 1, "policy.model": no_model[1]}))
+    old = _run_with_a_group_under(url, run_id, path)
+    text = _one_line_error(
+        runner.invoke(app, ["eval", "--harness", str(path), "--limit", "1", "--database-url", url, *no_model])
+    )
+    assert run_id in text and f"({old.id[:12]})" in text and "a harness file changed" in text and "--set name=" in text
+    assert _untouched(url, run_id, old.id)
+
+    sibling = (REPO / "harness_pool/harnesses/dbbench/h0.yaml").read_text().replace("name: h0", "name: mine")
+    path.write_text(sibling.replace("You work with", "You always work with", 1))  # now a training sibling
+    url, config = f"sqlite:///{tmp_path / 'train.db'}", "configs/train_dbbench_smol.yaml"
+    train_cfg = load_config(TrainConfig, config, {"init": "no-such-model"}, [f"pool=[{path}]"])
+    run_id = train_run_id(train_cfg.model_copy(update={"warm_start": None}))
+    old = _run_with_a_group_under(url, run_id, path)
+    text = _one_line_error(
+        runner.invoke(
+            app,
+            ["train", "--config", config, "--set", f"pool=[{path}]", "--database-url", url, "--init", "no-such-model"],
+        )
+    )
+    assert run_id in text and f"({old.id[:12]})" in text
+    assert _untouched(url, run_id, old.id)
