@@ -36,6 +36,7 @@ from tasks.records import (
     group_record,
     record_bench_tasks,
     record_harnesses,
+    start_run,
 )
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
 
@@ -69,15 +70,7 @@ def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id:
     run_id = run_id_for(cfg)
     with session_scope(get_engine(database_url)) as session:
         check_run_harnesses(session, run_id, [harness, *pool_harnesses(cfg)])
-        store.upsert_run(
-            session,
-            id=run_id,
-            kind="eval",
-            name=cfg.name,
-            config=cfg.model_dump(mode="json"),
-            status="running",
-            prefect_flow_run_id=prefect_flow_run_id,
-        )
+        start_run(session, run_id, "eval", cfg.name, cfg.model_dump(mode="json"), prefect_flow_run_id)
         record_harnesses(session, [harness, *pool_harnesses(cfg)])
         record_bench_tasks(session, tasks)
         choices = rank1_choices(session, cfg, run_id, harness, tasks) if cfg.routing == "rank1" else {}

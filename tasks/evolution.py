@@ -36,6 +36,7 @@ from tasks.records import (
     group_record,
     record_bench_tasks,
     record_harnesses,
+    start_run,
     trajectory_id,
 )
 from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, get_policy
@@ -65,15 +66,8 @@ def register_evolution(cfg: EvolveConfig, database_url: str | None, prefect_flow
     the_tasks = [bench_task(cfg.env, i) for i in task_ids]
     run_id = evolve_run_id(cfg)
     with session_scope(get_engine(database_url)) as session:
-        store.upsert_run(
-            session,
-            id=run_id,
-            kind="evolve",
-            name=cfg.name,
-            status="running",
-            config={**cfg.model_dump(mode="json"), "policy_model": policy_config(cfg).model},
-            prefect_flow_run_id=prefect_flow_run_id,
-        )
+        config = {**cfg.model_dump(mode="json"), "policy_model": policy_config(cfg).model}
+        start_run(session, run_id, "evolve", cfg.name, config, prefect_flow_run_id)
         record_harnesses(session, [h0])
         record_bench_tasks(session, the_tasks)
     return {"run_id": run_id, "h0": h0.model_dump(mode="json"), "task_ids": task_ids}

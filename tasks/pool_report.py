@@ -23,7 +23,7 @@ from db.ids import stable_id
 from db.models import Pool, Run
 from harness_pool.pool_store import load_pool
 from tasks.evolution import diagnosis_task_ids, policy_config
-from tasks.records import record_bench_tasks
+from tasks.records import record_bench_tasks, start_run
 from tasks.resources import bench_task, bench_tasks, get_engine
 
 
@@ -48,19 +48,8 @@ def register_pool_report(cfg: PoolReportConfig, database_url: str | None, prefec
         excluded = set(cfg.exclude_task_ids) | set(_evolution_tasks(session, manifest.created_by))
         candidates = [t.id for t in bench_tasks(cfg.env, "train", tiers=cfg.tiers) if t.id not in excluded]
         task_ids = sorted(random.Random(cfg.seed).sample(candidates, min(cfg.n_tasks, len(candidates))))
-        store.upsert_run(
-            session,
-            id=run_id,
-            kind="pool_report",
-            name=cfg.name,
-            status="running",
-            config={
-                **cfg.model_dump(mode="json"),
-                "policy_model": policy_config(cfg).model,
-                "pool_id": manifest.pool_id,
-            },
-            prefect_flow_run_id=prefect_flow_run_id,
-        )
+        config = {**cfg.model_dump(mode="json"), "policy_model": policy_config(cfg).model, "pool_id": manifest.pool_id}
+        start_run(session, run_id, "pool_report", cfg.name, config, prefect_flow_run_id)
         the_tasks = [bench_task(cfg.env, i) for i in task_ids]
         record_bench_tasks(session, the_tasks)
     return {

@@ -24,6 +24,7 @@ from rl.model_store import resolve_model
 from rl.precision import resolve_dtype
 from rl.sft import SftExample, build_demonstrations, heldout_loss, train_sft
 from tasks import tracking
+from tasks.records import start_run
 from tasks.resources import drop_local_policies, env_factory, get_engine, get_policy
 
 
@@ -215,15 +216,7 @@ def register_checkpoint(meta: dict, database_url: str | None) -> str:
 def register_sft_run(cfg: SftConfig, database_url: str | None, prefect_flow_run_id: str | None) -> str:
     run_id = sft_run_id(cfg)
     with session_scope(get_engine(database_url)) as session:
-        store.upsert_run(
-            session,
-            id=run_id,
-            kind="sft",
-            name=cfg.name,
-            config=cfg.model_dump(mode="json"),
-            status="running",
-            prefect_flow_run_id=prefect_flow_run_id,
-        )
+        start_run(session, run_id, "sft", cfg.name, cfg.model_dump(mode="json"), prefect_flow_run_id)
     return run_id
 
 
