@@ -14,7 +14,7 @@ Departures: the paper's search is an open-ended coding agent; ours is the pool's
 (offline operators by default). The budget counts the evolution's rollouts (when its run is in
 the database) plus the selection's, as search rollouts; there are no training rollouts.
 
-Run: hs run configs/baselines/frozen_evolution_dbbench_smol.yaml
+Run: hs run configs/baselines/frozen_evolution.yaml
 """
 
 from __future__ import annotations
