@@ -51,6 +51,10 @@ def _api_key(api_key_env: str, custom_url: bool, what: str) -> tuple[str, bool]:
     )
 
 
+def _no_usage() -> dict[str, int]:
+    return {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
+
+
 class ChatClient:
     """A chat model: `chat(messages) -> reply text`; `usage` sums the tokens of all calls."""
 
@@ -60,8 +64,18 @@ class ChatClient:
     usage: dict[str, int]
 
     def __init__(self) -> None:
-        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "requests": 0}
+        self.usage = _no_usage()
         self._lock = threading.Lock()
+        self._local = threading.local()  # this thread's tokens inside `measured`
+
+    def measured(self, fn, *args):
+        """(fn(*args), the tokens this thread's calls spent in it): exact per edit or diagnosis
+        even when other threads share the client."""
+        self._local.usage = _no_usage()
+        try:
+            return fn(*args), self._local.usage
+        finally:
+            del self._local.usage
 
     def chat(self, messages: list[dict[str, str]]) -> str:
         raise NotImplementedError
@@ -71,9 +85,11 @@ class ChatClient:
 
     def _count(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         with self._lock:
-            self.usage["prompt_tokens"] += int(prompt_tokens or 0)
-            self.usage["completion_tokens"] += int(completion_tokens or 0)
-            self.usage["requests"] += 1
+            for usage in (self.usage, getattr(self._local, "usage", None)):
+                if usage is not None:
+                    usage["prompt_tokens"] += int(prompt_tokens or 0)
+                    usage["completion_tokens"] += int(completion_tokens or 0)
+                    usage["requests"] += 1
 
     def _error(self, err: Exception, key_env: str, placeholder: bool, sdk) -> LlmError:
         """One-line LlmError for an exception of the `openai` or `anthropic` package (`sdk`)."""

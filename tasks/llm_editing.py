@@ -61,9 +61,7 @@ def llm_child(
         ).all()
         failures = [render_turns(sorted(t.turns, key=lambda x: x.index)) for t in trajs]
     chat = chat_for(cfg)
-    before = dict(chat.usage)  # proposals run one after another, so the difference is this edit's
-    _, child, info = LlmEditor(chat).propose(parent, target, failures, round, name)
-    usage = {key: n - before.get(key, 0) for key, n in chat.usage.items()}
+    (_, child, info), usage = chat.measured(LlmEditor(chat).propose, parent, target, failures, round, name)
     info = {**info, "kind": cfg.editor.kind, "model": cfg.editor.model, "usage": usage, "usage_total": dict(chat.usage)}
     return child, None if child else (info["errors"] or ["no patch"])[-1], info
 
@@ -78,9 +76,7 @@ def llm_causes(cfg: EvolveConfig, results, causes: list[str | None]) -> tuple[li
         if cause is None or calls >= cfg.editor.max_diagnosis_calls:
             notes.append({})
             continue
-        before = dict(chat.usage)  # diagnoses run one after another, so the difference is this call's
-        out[i] = diagnoser.cause(render_turns(result.turns), cause)
-        usage = {key: n - before.get(key, 0) for key, n in chat.usage.items()}
+        out[i], usage = chat.measured(diagnoser.cause, render_turns(result.turns), cause)
         notes.append({"diagnosis": {"cause": out[i], "rule_cause": cause, "usage": usage}})
         calls += 1
     return out, notes

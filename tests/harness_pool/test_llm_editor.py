@@ -372,3 +372,19 @@ def test_llm_diagnoses_are_recorded_on_their_trajectories_and_counted_as_editor_
         assert s.get(Trajectory, trajectory_id(*ids, results[1], 0, "diagnose")).details == {}
         assert store.editor_tokens(s, ["evo-run"]) == 110  # the diagnose group's call only, not the copy under validate
         assert store.editor_tokens(s, ["another-run"]) == 0
+
+
+def test_measured_usage_is_each_threads_own_when_threads_share_a_client(openai_server):
+    server, chat = openai_server(*[f"reply {i}" for i in range(8)])
+    out = []
+
+    def ask() -> None:
+        out.append(chat.measured(lambda: [chat.complete("s", "q") for _ in range(2)])[1])
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [u["requests"] for u in out] == [2, 2, 2, 2]
+    assert sum(u["prompt_tokens"] for u in out) == chat.usage["prompt_tokens"] == 100 * sum(range(1, 9))
