@@ -72,9 +72,9 @@ def train_preflight(cfg, database_url: str | None) -> None:
     names = {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}
     harnesses = [load_harness(name, cfg.env.benchmark) for name in names] + resolve_pool(cfg.pool, cfg.env.benchmark)
     check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
-    url = open_database(database_url, write=True)
-    check_resumed_harnesses(train_run_id(cfg), harnesses, url)
-    check_recorded_updates(cfg, train_run_id(cfg), url, restore=False)  # before Prefect or the model starts
+    url, run_id = open_database(database_url, write=True), train_run_id(cfg)
+    check_resumed_harnesses(run_id, harnesses, url)
+    check_recorded_updates(cfg, run_id, url, restore=False)  # before Prefect or the model starts
     if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
         resolve_model(init_checkpoint(cfg))
 

@@ -69,9 +69,10 @@ def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id:
             )
     run_id = run_id_for(cfg)
     with session_scope(get_engine(database_url)) as session:
-        check_run_harnesses(session, run_id, [harness, *pool_harnesses(cfg)])
+        harnesses = [harness, *pool_harnesses(cfg)]
+        check_run_harnesses(session, run_id, harnesses)
         start_run(session, run_id, "eval", cfg.name, cfg.model_dump(mode="json"), prefect_flow_run_id)
-        record_harnesses(session, [harness, *pool_harnesses(cfg)])
+        record_harnesses(session, harnesses)
         record_bench_tasks(session, tasks)
         choices = rank1_choices(session, cfg, run_id, harness, tasks) if cfg.routing == "rank1" else {}
     return {
