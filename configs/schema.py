@@ -536,7 +536,11 @@ class EditorConfig(_Frozen):
     llm_diagnosis: bool = Field(
         default=False, description="Also ask the LLM for each failure's root cause (rules otherwise)."
     )
-    max_diagnosis_calls: int = Field(default=40, ge=0, description="Cap on LLM diagnosis calls per round.")
+    max_diagnosis_calls: int = Field(
+        default=40,
+        ge=0,
+        description="Cap on LLM diagnosis calls per harness run (one harness's rollouts in one round).",
+    )
 
     @model_validator(mode="after")
     def _api_needs_model(self) -> EditorConfig:

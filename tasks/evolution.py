@@ -121,26 +121,28 @@ def run_harness(
     database_url: str | None,
 ) -> dict:
     """k rollouts of `harness` on every task (all batched), stored as one group per task, with a
-    rule root cause for every failed rollout (or the LLM diagnoser's, recorded with its token use
-    in the trajectory's details). Returns {task id: {successes, causes, trajectory_ids}}."""
+    rule root cause for every failed rollout (or the LLM diagnoser's for up to
+    editor.max_diagnosis_calls of them in this harness run, recorded with its token use in the
+    trajectory's details). Returns {task id: {successes, causes, trajectory_ids}}."""
     spec = HarnessSpec.model_validate(harness)
     the_tasks = [bench_task(cfg.env, i) for i in task_ids]
     specs = [RolloutSpec(t, spec, i) for t in the_tasks for i in range(k)]
     s = cfg.sampling
     sampling = Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=int(stable_id(cfg.seed, round, role)[:8], 16))
     results = run_rollouts(get_policy(policy_config(cfg)), specs, env_factory(cfg.env), sampling, cfg.env.max_rounds)
+    ids = [trajectory_id(run_id, round, rs.bench_task.id, r, cfg.seed, role) for rs, r in zip(specs, results)]
+    causes = [rule_cause(r, rs.bench_task, tid) for rs, r, tid in zip(specs, results, ids)]
+    notes = [{}] * len(results)
+    if cfg.editor.uses_api and cfg.editor.llm_diagnosis:  # one cap for the whole harness run
+        from tasks.llm_editing import llm_causes
+
+        causes, notes = llm_causes(cfg, results, causes)
     out, records = {}, []
     with session_scope(get_engine(database_url)) as session:
         record_harnesses(session, [spec])
         for n, t in enumerate(the_tasks):
-            res = results[n * k : (n + 1) * k]
-            ids = [trajectory_id(run_id, round, t.id, r, cfg.seed, role) for r in res]
-            causes = [rule_cause(r, t, tid) for r, tid in zip(res, ids)]
-            notes = None
-            if cfg.editor.uses_api and cfg.editor.llm_diagnosis:
-                from tasks.llm_editing import llm_causes
-
-                causes, notes = llm_causes(cfg, res, causes)
+            group = slice(n * k, (n + 1) * k)
+            res = results[group]
             records.append(
                 group_record(
                     run_id=run_id,
@@ -151,14 +153,14 @@ def run_harness(
                     role=role,
                     checkpoint=policy_config(cfg).model,
                     results=res,
-                    extra_details=notes,
+                    extra_details=notes[group] if any(notes[group]) else None,
                 )
             )
             store.replace_group(session, build_group(**records[-1]))
             out[t.id] = {
                 "successes": [r.verdict.success for r in res],
-                "causes": causes,
-                "trajectory_ids": ids,
+                "causes": causes[group],
+                "trajectory_ids": ids[group],
             }
     return {"harness_id": spec.id, "name": spec.name, "tasks": out, "records": records}
 

@@ -388,3 +388,70 @@ def test_measured_usage_is_each_threads_own_when_threads_share_a_client(openai_s
         t.join()
     assert [u["requests"] for u in out] == [2, 2, 2, 2]
     assert sum(u["prompt_tokens"] for u in out) == chat.usage["prompt_tokens"] == 100 * sum(range(1, 9))
+
+
+def test_the_diagnosis_cap_holds_for_a_whole_harness_run_not_per_task(openai_server, tmp_path, monkeypatch):
+    """`run_harness` over 2 tasks x k = 2 failed rollouts with max_diagnosis_calls = 1 asks the LLM
+    once in all (the cap was applied per task group, so it made one call per task). The policy's
+    rollouts are replaced by canned failures: this checks the wiring, not the model."""
+    from configs.schema import EvolveConfig
+    from db import store
+    from db.engine import session_scope
+    from db.models import Trajectory
+    from envs.base import Verdict
+    from rl.rollout import RolloutResult, TurnRecord
+    from tasks import evolution
+    from tasks.records import record_bench_tasks
+    from tasks.resources import bench_tasks, get_engine
+
+    server, _ = openai_server("unknown_column", "unknown_column")
+    cfg = EvolveConfig.model_validate(
+        {
+            "policy": {"model": "no-such-model"},  # never loaded: the rollouts are canned
+            "editor": {
+                "kind": "openai",
+                "model": "editor-model",
+                "api_key_env": "HS_TEST_NO_SUCH_KEY",
+                "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
+                "llm_diagnosis": True,
+                "max_diagnosis_calls": 1,
+            },
+        }
+    )
+    the_tasks, h0 = bench_tasks(cfg.env, "dev", limit=2), load_harness("h0")
+    turn = TurnRecord(0, "Q?", [1], "Action: Answer\nFinal Answer: []", [2, 3], [-0.1, -0.2], "stop")
+
+    def canned(policy, specs, *args, **kwargs):
+        return [
+            RolloutResult(
+                s.bench_task.id,
+                h0.id,
+                s.sample_index,
+                [turn],
+                Verdict(0.0, False),
+                "answered",
+                "wrong_answer",
+                [],
+                [],
+                1.0,
+                0.5,
+                0.1,
+            )  # fmt: skip
+            for s in specs
+        ]
+
+    monkeypatch.setattr(evolution, "run_rollouts", canned)
+    monkeypatch.setattr(evolution, "get_policy", lambda cfg: None)
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    with session_scope(get_engine(url)) as s:
+        store.upsert_run(s, id="evo-run", kind="evolve", name="evo", status="running", config={})
+        record_bench_tasks(s, the_tasks)
+    out = evolution.run_harness.fn(
+        cfg, "evo-run", h0.model_dump(mode="json"), [t.id for t in the_tasks], "diagnose", 1, 2, url
+    )
+    assert len(server.requests) == 1
+    causes = [c for t in the_tasks for c in out["tasks"][t.id]["causes"]]
+    assert causes.count("unknown_column") == 1 and None not in causes  # the rest keep the rule's cause
+    with session_scope(get_engine(url)) as s:
+        diagnosed = [t.details.get("diagnosis") for t in s.query(Trajectory).all()]
+        assert len(diagnosed) == 4 and sum(d is not None for d in diagnosed) == 1
