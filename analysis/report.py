@@ -240,7 +240,26 @@ def readings(report: Report) -> dict[str, str]:
             + f" {len(capped) - len(over)} of {len(capped)} capped methods stayed within their rollout caps"
             + (f"; over: {', '.join(over)}." if over else ".")
         ).strip()
+    if len(r):
+        out["resources"] = (out.get("resources", "") + " " + starting_points(r)).strip()
     return out
+
+
+def starting_points(r: pd.DataFrame) -> str:
+    """Whether the methods started from the same weights, from the resource table's start_weights."""
+    known = r[r["start_weights"].notna()]
+    unknown = ", ".join(r[r["start_weights"].isna()]["method"])
+    missing = f" Starting weights not recorded for: {unknown} (runs from before the record)." if unknown else ""
+    if len(known) < 2:
+        return missing.strip()
+    groups = known.groupby("start_weights", sort=False)["method"].apply(list)
+    if len(groups) == 1:
+        return f"The {len(known)} methods with a record started from the same weights ({groups.index[0]})." + missing
+    sets = "; ".join(f"{digest}: {', '.join(names)}" for digest, names in groups.items())
+    return (
+        f"The methods started from {len(groups)} different weights ({sets}): differences between those sets "
+        "include their starting points'." + missing
+    )
 
 
 SECTIONS = [
@@ -310,7 +329,8 @@ SECTIONS = [
         "a baseline's harness selection), training (the groups updates were formed from) and validation (the "
         "re-anchors); the total as a multiple of the main run's; the API tokens of the evolution's editor; the "
         "config's rollout caps and whether the method stayed within them; wall time of the evolution and training "
-        "runs.",
+        "runs; the weights each method started from (sha256 prefix: a warm start rebuilt elsewhere keeps its name, "
+        "not its weights).",
     ),
     (
         "pool",

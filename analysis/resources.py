@@ -12,7 +12,11 @@ training, per method, side by side, and the wall time the runs took.
   evolution run is not in this database);
 - caps and within_caps: the pipeline config's `budget:` caps (configs/budget.py), and whether
   the method's own search (without the shared pool's evolution) and its training stayed within;
-- hours: the training run's and the evolution runs' wall time (row timestamps).
+- hours: the training run's and the evolution runs' wall time (row timestamps);
+- start_weights: the first 12 hex digits of the sha256 of the weights the method started from (its
+  training run's `init_weights`, else its "before" evaluation's `weights`), None where the run
+  predates that record. A warm start rebuilt on another machine keeps its name but not its weights,
+  so methods whose digests differ differ in their starting point too.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ RESOURCE_COLUMNS = [
     "within_caps",
     "search_hours",
     "training_hours",
+    "start_weights",
 ]
 
 
@@ -57,6 +62,16 @@ def _evolution_runs(session: Session, run: Run) -> list[str]:
     benchmark = (run.config.get("train") or {}).get("env", {}).get("benchmark", "dbbench")
     found = store.pool_run_id(session, benchmark, results.get("pool_version"))
     return [found] if found else []
+
+
+def start_weights(session: Session, m: Method) -> str | None:
+    """The digest of the weights the method started from (see the module's docstring), 12 hex digits."""
+    first = session.get(Run, m.train_run_ids[0]) if m.train_run_ids else None
+    digest = (first.config or {}).get("init_weights") if first is not None else None
+    if digest is None and m.eval_run("before"):
+        before = session.get(Run, m.eval_run("before"))
+        digest = (before.config or {}).get("weights") if before is not None else None
+    return digest[:12] if digest else None
 
 
 def _caps(run: Run) -> dict[str, int]:
@@ -100,6 +115,7 @@ def resource_table(session: Session, methods: list[Method]) -> pd.DataFrame:
                 "within_caps": _within(caps, {"search": own_search, "training": training}),
                 "search_hours": sum(hours) if hours else None,
                 "training_hours": _hours(session.get(Run, m.train_run_id)) if m.train_run_id else None,
+                "start_weights": start_weights(session, m),
             }
         )
     df = pd.DataFrame(rows, columns=RESOURCE_COLUMNS)

@@ -8,9 +8,11 @@ Folders are written to a temporary name and renamed, so a crash never leaves hal
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+from functools import lru_cache
 from pathlib import Path
 
 META_FILE = "harness_s.json"
@@ -44,3 +46,28 @@ def save_checkpoint(model, tokenizer, name: str, meta: dict) -> Path:
 
 def read_meta(name: str) -> dict:
     return json.loads((checkpoint_path(name) / META_FILE).read_text())
+
+
+WEIGHT_FILES = ("*.safetensors", "*.bin")
+
+
+def weights_digest(folder: Path) -> str | None:
+    """sha256 (hex) over a model folder's weight files, in name order; None when it holds none.
+
+    A checkpoint's name comes from its config, so a warm start rebuilt on another machine kind (other
+    rounding, other weights) keeps its name: runs record this digest of the weights they start from,
+    so a comparison can tell whether its methods really share a starting point."""
+    files = sorted(f for pattern in WEIGHT_FILES for f in Path(folder).glob(pattern) if f.is_file())
+    if not files:
+        return None
+    return _digest(tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+
+
+@lru_cache(maxsize=64)
+def _digest(files: tuple[tuple[str, int, int], ...]) -> str:  # keyed by size and mtime: a rewrite hashes again
+    h = hashlib.sha256()
+    for name, _, _ in files:
+        with open(name, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+    return h.hexdigest()

@@ -14,7 +14,7 @@ import shutil
 from importlib.util import find_spec
 from pathlib import Path
 
-from rl.checkpoints import checkpoint_path, is_complete, registry_dir
+from rl.checkpoints import checkpoint_path, is_complete, registry_dir, weights_digest
 from rl.policy import PolicyError
 
 BUILTIN_MODELS: dict[str, tuple[str, str, str]] = {
@@ -45,6 +45,15 @@ def resolve_model(name_or_path: str, cache_dir: Path | None = None) -> Path:
     if (target / "config.json").exists() and (target / "model.safetensors").exists():
         return target
     return _materialise_gguf(name_or_path, target)
+
+
+def weights_of(name_or_path: str) -> str | None:
+    """The digest of the weights a model name or directory resolves to (rl.checkpoints.weights_digest);
+    None when it does not resolve, so recording provenance never stops a run the model check would not."""
+    try:
+        return weights_digest(resolve_model(name_or_path))
+    except PolicyError:
+        return None
 
 
 def _gguf_location(name: str) -> tuple[Path, str]:

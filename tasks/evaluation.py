@@ -34,6 +34,7 @@ from tasks.records import (
     check_run_harnesses,
     ensure_group,
     group_record,
+    policy_weights,
     record_bench_tasks,
     record_harnesses,
     start_run,
@@ -71,7 +72,8 @@ def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id:
     with session_scope(get_engine(database_url)) as session:
         harnesses = [harness, *pool_harnesses(cfg)]
         check_run_harnesses(session, run_id, harnesses)
-        start_run(session, run_id, "eval", cfg.name, cfg.model_dump(mode="json"), prefect_flow_run_id)
+        config = {**cfg.model_dump(mode="json"), "weights": policy_weights(cfg.policy)}
+        start_run(session, run_id, "eval", cfg.name, config, prefect_flow_run_id)
         record_harnesses(session, harnesses)
         record_bench_tasks(session, tasks)
         choices = rank1_choices(session, cfg, run_id, harness, tasks) if cfg.routing == "rank1" else {}

@@ -32,6 +32,14 @@ def start_run(session: Session, run_id: str, kind: str, name: str, config: dict,
     )
 
 
+def policy_weights(policy) -> str | None:
+    """The digest of a local policy's weights (a PolicyConfig), recorded in the run's config as
+    provenance; None for a served model, whose weights this platform cannot see."""
+    from rl.model_store import weights_of
+
+    return weights_of(policy.model) if policy.backend == "transformers" else None
+
+
 def record_harnesses(session: Session, harnesses) -> None:
     """The harness rows a run refers to (HarnessSpec objects), upserted."""
     for h in harnesses:

@@ -42,6 +42,7 @@ from rl.checkpoints import checkpoint_path, save_checkpoint
 from rl.data_parallel import launched_world
 from rl.grpo import group_advantages
 from rl.memory import release_memory
+from rl.model_store import weights_of
 from rl.modes import RESCUE_ROLES, TRAIN_ROLES
 from rl.policy import Sampling
 from rl.precision import resolve_dtype, rollout_copy, sync_weights
@@ -284,7 +285,11 @@ def register_train_run(cfg: TrainConfig, database_url: str | None, prefect_flow_
             kind="train",
             name=cfg.name,
             status="running",
-            config={**cfg.model_dump(mode="json"), "init_checkpoint": init_checkpoint(cfg)},
+            config={
+                **cfg.model_dump(mode="json"),
+                "init_checkpoint": init_checkpoint(cfg),
+                "init_weights": weights_of(init_checkpoint(cfg)),
+            },
             prefect_flow_run_id=prefect_flow_run_id,
         )
         record_harnesses(session, {h.id: h for h in [h0, *pool, *mixture]}.values())

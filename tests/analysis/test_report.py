@@ -448,3 +448,45 @@ def test_pool_reports_under_two_policies_join_the_report_and_its_export(db_url, 
         app, ["report", "--run", MAIN, "--pool-report", "nope", "--out", str(tmp_path / "x"), "--database-url", db_url]
     )
     assert bad.exit_code == 2 and "no finished pool report 'nope'" in bad.output
+
+
+def test_the_resource_table_tells_which_methods_started_from_the_same_weights(session, methods, tmp_path):
+    """A warm start rebuilt elsewhere keeps its name, not its weights: the runs' recorded digests
+    (training: init_weights; a method without training: its 'before' evaluation's weights) show it."""
+    from analysis.report import starting_points
+    from analysis.resources import resource_table
+    from rl.checkpoints import weights_digest
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"first build")
+    first = weights_digest(folder)
+    (folder / "model.safetensors").write_bytes(b"other build")  # same name, other weights
+    other = weights_digest(folder)
+    assert len(first) == 64 and first != other and weights_digest(tmp_path) is None  # no weight files
+
+    table = _records(resource_table(session, methods), "method")
+    assert all(row["start_weights"] is None for row in table.values())  # runs from before the record
+    assert starting_points(resource_table(session, methods)).startswith("Starting weights not recorded for: " + HS)
+    session.get(Run, "train-hs").config = {**session.get(Run, "train-hs").config, "init_weights": first}
+    session.get(Run, "train-grpo").config = {**session.get(Run, "train-grpo").config, "init_weights": first}
+    session.get(Run, "train-fp").config = {**session.get(Run, "train-fp").config, "init_weights": other}
+    session.flush()
+    r = resource_table(session, methods)
+    assert list(r["start_weights"]) == [first[:12], first[:12], other[:12]]
+    assert starting_points(r) == (
+        f"The methods started from 2 different weights ({first[:12]}: {HS}, {GRPO}; {other[:12]}: {FP}): "
+        "differences between those sets include their starting points'."
+    )
+    session.get(Run, "train-fp").config = {**session.get(Run, "train-fp").config, "init_weights": first}
+    session.flush()
+    assert starting_points(resource_table(session, methods)) == (
+        f"The 3 methods with a record started from the same weights ({first[:12]})."
+    )
+    pipe = session.get(Run, "pipe-hs")  # without a training run's record: the 'before' evaluation's
+    session.get(Run, "train-hs").config = {
+        k: v for k, v in session.get(Run, "train-hs").config.items() if k != "init_weights"
+    }
+    session.get(Run, pipe.results["evaluations"]["before"]["run_id"]).config = {"weights": other}
+    session.flush()
+    assert resource_table(session, methods)["start_weights"].iloc[0] == other[:12]

@@ -7,7 +7,7 @@ from sqlalchemy import func, select
 
 from configs.schema import EvalConfig
 from db.engine import make_engine, session_scope
-from db.models import Evaluation, RolloutGroup, Trajectory, Turn
+from db.models import Evaluation, RolloutGroup, Run, Trajectory, Turn
 
 
 @pytest.mark.slow
@@ -40,6 +40,11 @@ def test_eval_flow_stores_everything_and_resumes_without_duplicates(tmp_path, da
     first = counts()
     assert first[:2] == (4, 8) and first[2] >= 8 and first[3] == 1
     with session_scope(engine) as s:
+        from rl.checkpoints import weights_digest
+        from rl.model_store import resolve_model
+
+        weights = s.scalars(select(Run)).one().config["weights"]  # what it evaluated, beside the name
+        assert len(weights) == 64 and weights == weights_digest(resolve_model("smollm2-135m"))
         turn = s.scalars(select(Turn)).first()
         assert sum(turn.loss_mask) == len(turn.completion_ids) > 0
         assert len(turn.completion_logprobs) == len(turn.completion_ids)

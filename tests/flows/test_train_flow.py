@@ -274,6 +274,10 @@ def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, tr
             (step, load_harness(n).id) for step in (0, 2) for n in ("schema_rows", "format_reminder")
         )
         assert s.get(Run, run_id).status == "completed"
+        from rl.checkpoints import weights_digest
+        from rl.model_store import resolve_model
+
+        assert s.get(Run, run_id).config["init_weights"] == weights_digest(resolve_model("smollm2-135m"))
         ckpt = s.get(Checkpoint, f"{run_id}-u2")
         assert ckpt is not None and ckpt.kind == "rl" and ckpt.parent_id == "smollm2-135m"
     progress = json.loads((tmp_path / "runs" / run_id / "progress.json").read_text())
