@@ -316,6 +316,18 @@ def test_the_evolution_task_uses_the_configured_llm_editor_and_records_rejection
         assert store.editor_tokens(s, ["evo-run"]) == bad_tokens > 0  # the resource table's editor tokens
 
 
+def diagnosing_editor(server) -> dict:
+    """An OpenAI-protocol editor on the test server that also diagnoses, at most one call."""
+    return {
+        "kind": "openai",
+        "model": "editor-model",
+        "api_key_env": "HS_TEST_NO_SUCH_KEY",
+        "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
+        "llm_diagnosis": True,
+        "max_diagnosis_calls": 1,
+    }
+
+
 def test_llm_diagnoses_are_recorded_on_their_trajectories_and_counted_as_editor_tokens(openai_server, tmp_path):
     """Evolution's LLM diagnosis (`run_harness` with editor.llm_diagnosis): each diagnosed failure
     keeps the LLM's cause, the rule's guess and that call's token use in its trajectory's details,
@@ -331,18 +343,7 @@ def test_llm_diagnoses_are_recorded_on_their_trajectories_and_counted_as_editor_
     from tasks.resources import bench_tasks, get_engine
 
     server, _ = openai_server("unknown_column", "misread_the_question")
-    cfg = EvolveConfig.model_validate(
-        {
-            "editor": {
-                "kind": "openai",
-                "model": "editor-model",
-                "api_key_env": "HS_TEST_NO_SUCH_KEY",
-                "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
-                "llm_diagnosis": True,
-                "max_diagnosis_calls": 1,
-            }
-        }
-    )
+    cfg = EvolveConfig.model_validate({"editor": diagnosing_editor(server)})
     task, h0 = bench_tasks(EnvConfig(), "dev", limit=1)[0], load_harness("h0")
     turn = TurnRecord(0, "Q?", [1], "Action: Answer\nFinal Answer: []", [2, 3], [-0.1, -0.2], "stop")
     results = [
@@ -405,19 +406,8 @@ def test_the_diagnosis_cap_holds_for_a_whole_harness_run_not_per_task(openai_ser
     from tasks.resources import bench_tasks, get_engine
 
     server, _ = openai_server("unknown_column", "unknown_column")
-    cfg = EvolveConfig.model_validate(
-        {
-            "policy": {"model": "no-such-model"},  # never loaded: the rollouts are canned
-            "editor": {
-                "kind": "openai",
-                "model": "editor-model",
-                "api_key_env": "HS_TEST_NO_SUCH_KEY",
-                "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
-                "llm_diagnosis": True,
-                "max_diagnosis_calls": 1,
-            },
-        }
-    )
+    # the policy is never loaded: the rollouts are canned
+    cfg = EvolveConfig.model_validate({"policy": {"model": "no-such-model"}, "editor": diagnosing_editor(server)})
     the_tasks, h0 = bench_tasks(cfg.env, "dev", limit=2), load_harness("h0")
     turn = TurnRecord(0, "Q?", [1], "Action: Answer\nFinal Answer: []", [2, 3], [-0.1, -0.2], "stop")
 
