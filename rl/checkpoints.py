@@ -60,7 +60,7 @@ def weights_digest(folder: Path) -> str | None:
     files = sorted(f for pattern in WEIGHT_FILES for f in Path(folder).glob(pattern) if f.is_file())
     if not files:
         return None
-    return _digest(tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+    return _digest(tuple((str(f), st.st_size, st.st_mtime_ns) for f in files for st in [f.stat()]))
 
 
 @lru_cache(maxsize=64)

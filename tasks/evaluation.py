@@ -69,10 +69,10 @@ def register_run(cfg: EvalConfig, database_url: str | None, prefect_flow_run_id:
                 f"{cfg.env.benchmark}/{cfg.split}/0007"
             )
     run_id = run_id_for(cfg)
+    config = {**cfg.model_dump(mode="json"), "weights": policy_weights(cfg.policy)}  # hashed outside the transaction
     with session_scope(get_engine(database_url)) as session:
         harnesses = [harness, *pool_harnesses(cfg)]
         check_run_harnesses(session, run_id, harnesses)
-        config = {**cfg.model_dump(mode="json"), "weights": policy_weights(cfg.policy)}
         start_run(session, run_id, "eval", cfg.name, config, prefect_flow_run_id)
         record_harnesses(session, harnesses)
         record_bench_tasks(session, tasks)

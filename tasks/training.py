@@ -277,19 +277,16 @@ def _load_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
 def register_train_run(cfg: TrainConfig, database_url: str | None, prefect_flow_run_id: str | None) -> dict:
     h0, pool, mixture = harness_sets(cfg)
     train, val = task_sets(cfg)
-    run_id = train_run_id(cfg)
-    with session_scope(get_engine(database_url)) as session:
+    run_id, init = train_run_id(cfg), init_checkpoint(cfg)
+    config = {**cfg.model_dump(mode="json"), "init_checkpoint": init, "init_weights": weights_of(init)}
+    with session_scope(get_engine(database_url)) as session:  # hashed before: no transaction held open
         store.upsert_run(
             session,
             id=run_id,
             kind="train",
             name=cfg.name,
             status="running",
-            config={
-                **cfg.model_dump(mode="json"),
-                "init_checkpoint": init_checkpoint(cfg),
-                "init_weights": weights_of(init_checkpoint(cfg)),
-            },
+            config=config,
             prefect_flow_run_id=prefect_flow_run_id,
         )
         record_harnesses(session, {h.id: h for h in [h0, *pool, *mixture]}.values())
