@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The per-benchmark figures of the README's Benchmarks table (issue 19), for textworld or bfcl:
+# The per-benchmark figures of the README's Benchmarks table (issues 19, 20), for textworld, bfcl or repair:
 #   gold    ground truth replayed through the environment and verifier (dev split)
 #   sft     the supervised warm start on ground-truth demonstrations (configs/sft_<b>_smol.yaml)
 #   base    the base policy under H0 on a dev subsample (every 3rd task, k = 3, 1 seed): Pass@3 / Avg@3
@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 HS=${HS:-.venv/bin/hs}
 export HS_DATA_DIR=${HS_DATA_DIR:-../shared/data}
-b=${1:?usage: run.sh textworld|bfcl [gold sft base warm dead train evolve]}; shift
+b=${1:?usage: run.sh textworld|bfcl|repair [gold sft base warm dead train evolve]}; shift
 (($#)) || set -- gold sft base warm dead train evolve
 SFT=configs/sft_${b}_smol.yaml
 ROUNDS=$(sed -n 's/^  max_rounds: *//p' "configs/train_${b}_smol.yaml")
