@@ -13,6 +13,7 @@
 # Every step resumes (finished groups, updates and phases are skipped), so running it again continues.
 #   bash reports/benchmarks/run.sh textworld              # every step, in this order
 #   bash reports/benchmarks/run.sh bfcl base warm         # only these steps
+#   repair needs its task set first: `hs data build-repair` (about 20 min)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 HS=${HS:-.venv/bin/hs}
