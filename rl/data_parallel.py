@@ -106,9 +106,18 @@ class DataParallelTrainer(DeepSpeedTrainer):
 
 
 def stop_workers() -> None:
-    """Rank 0: release the other ranks (they exit their serve loop); a no-op without a group."""
+    """Rank 0: release the other ranks (they exit their serve loop) and leave the group; a no-op
+    without a group."""
     if dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() > 1:
         _broadcast(("stop", None))
+        _leave_group()
+
+
+def _leave_group() -> None:
+    """Every rank: wait for the others, then tear the group down. A rank that exits with the group
+    still up can abort at interpreter exit while its communication threads are running."""
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def serve_worker(build: Callable[[dict], DataParallelTrainer]) -> int:
@@ -125,6 +134,7 @@ def serve_worker(build: Callable[[dict], DataParallelTrainer]) -> int:
         elif command == "load":
             trainer.load_state(Path(arg))
         elif command == "stop":
+            _leave_group()
             return trainer.updates if trainer else 0
         else:
             raise RuntimeError(f"unknown command from rank 0: {command!r}")

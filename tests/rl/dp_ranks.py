@@ -39,14 +39,17 @@ def main(out: Path, stage: int) -> None:
         idle = trainer.update(batch(advantages=(0.0, 0.0)))
         trainer.save_state(out / "state.pt")
         stop_workers()
-        (out / "stats.json").write_text(json.dumps({"first": stats, "idle": idle, "updates": trainer.updates}))
+        left = not torch.distributed.is_initialized()
+        stats = {"first": stats, "idle": idle, "updates": trainer.updates, "left": left}
+        (out / "stats.json").write_text(json.dumps(stats))
         reference = TorchTrainer(tiny_model(), SETTINGS, 0)  # one process, the whole batch
         reference.update(batch(advantages=SIGNAL))
         torch.save({k: v.detach().clone() for k, v in reference.model.named_parameters()}, out / "reference.pt")
     else:
         updates = serve_worker(build)
         trainer = built["trainer"]
-        (out / "worker.json").write_text(json.dumps({"updates": updates}))
+        left = not torch.distributed.is_initialized()
+        (out / "worker.json").write_text(json.dumps({"updates": updates, "left": left}))
     torch.save({k: v.detach().clone() for k, v in trainer.model.named_parameters()}, out / f"rank{rank}.pt")
 
 

@@ -47,7 +47,9 @@ def test_two_ranks_step_like_one_process_on_the_whole_batch(tmp_path, stage):
     assert stats["first"]["trained_sequences"] == 3  # summed over ranks; rank 1's padding chunk counts nothing
     assert stats["first"]["policy_tokens"] == 4 + 6 + 8
     assert stats["idle"]["trained_sequences"] == 0 and stats["idle"]["grad_norm"] == 0.0
-    assert stats["updates"] == 2 and json.loads((tmp_path / "worker.json").read_text())["updates"] == 2
+    worker = json.loads((tmp_path / "worker.json").read_text())
+    assert stats["updates"] == 2 and worker["updates"] == 2
+    assert stats["left"] and worker["left"]  # both ranks tore the group down before exiting
     saved = tmp_path / "state" / "state"
     assert (saved / "mp_rank_00_model_states.pt").exists()
     shards = sorted(p.name for p in saved.glob("*optim_states.pt"))
