@@ -40,8 +40,8 @@ def main(out: Path, stage: int) -> None:
         trainer.save_state(out / "state.pt")
         stop_workers()
         left = not torch.distributed.is_initialized()
-        stats = {"first": stats, "idle": idle, "updates": trainer.updates, "left": left}
-        (out / "stats.json").write_text(json.dumps(stats))
+        summary = {"first": stats, "idle": idle, "updates": trainer.updates, "left": left}
+        (out / "stats.json").write_text(json.dumps(summary))
         reference = TorchTrainer(tiny_model(), SETTINGS, 0)  # one process, the whole batch
         reference.update(batch(advantages=SIGNAL))
         torch.save({k: v.detach().clone() for k, v in reference.model.named_parameters()}, out / "reference.pt")
