@@ -27,6 +27,7 @@ def planned_rollouts(cfg: PipelineConfig, n_harnesses: int) -> dict[str, int]:
     distinct siblings (the harnesses a search or re-anchor runs)."""
     t, r = cfg.train, cfg.rft
     per_check = t.validation.n_tasks * t.validation.k  # one harness on the validation tasks
+    h0_only = t.validation.harnesses == "h0"  # re-anchors measure H0 alone
     if cfg.baseline == "frozen_evolution":
         return _plan(search=n_harnesses * per_check)
     if cfg.baseline == "whale":
@@ -47,11 +48,13 @@ def planned_rollouts(cfg: PipelineConfig, n_harnesses: int) -> dict[str, int]:
         return _plan(
             search=rounds * per_round,
             training=t.updates * t.batch_tasks * t.k,
-            validation=sum(_reanchors(u, t.reanchor_every) * h * per_check for u, h in zip(segments, grown)),
+            validation=sum(
+                _reanchors(u, t.reanchor_every) * (1 if h0_only else h) * per_check for u, h in zip(segments, grown)
+            ),
         )
     plan = _plan(
         training=t.updates * t.batch_tasks * t.k,
-        validation=_reanchors(t.updates, t.reanchor_every) * n_harnesses * per_check,
+        validation=_reanchors(t.updates, t.reanchor_every) * (1 if h0_only else n_harnesses) * per_check,
     )
     plan["training_max"] = t.updates * t.max_update_rollouts()
     return plan

@@ -153,6 +153,12 @@ class PipelineConfig(_Frozen):
             raise ValueError("baseline harnessx: train.updates must be at least coupling.rounds (updates per round)")
         if self.baseline and self.evolve is None and not self.pool_version and not self.train.pool:
             raise ValueError(f"baseline {self.baseline} searches a pool: set evolve, pool_version or train.pool")
+        routed = self.evaluate.rank1 or self.evaluate.rank1_before
+        if routed and self.baseline in (None, "harnessx") and self.train.validation.harnesses == "h0":
+            raise ValueError(
+                "evaluate.rank1 routes by the profiles the re-anchors measure on every pool harness: "
+                "set train.validation.harnesses: pool, or evaluate.rank1: false and rank1_before: false"
+            )
         self.train.check_rollout_cap(
             self.budget.training_rollouts, "budget.training_rollouts", "train.batch_tasks or train.k"
         )

@@ -385,6 +385,9 @@ class LlmVoterConfig(_Frozen):
     api_key_env: str | None = Field(default=None, description="Environment variable with the API key.")
 
 
+PROFILE_ROUTERS = ("adaptive", "rules", "fixed_profiles")  # routers that read the re-anchors' pool measurements
+
+
 class RouterConfig(_Frozen):
     kind: Literal["random", "fixed", "adaptive", "rules", "fixed_profiles"] = Field(
         default="random",
@@ -412,6 +415,13 @@ class ValidationConfig(_Frozen):
     )
     n_tasks: int = Field(default=8, ge=1, description="Validation tasks shared by every harness (paired validation).")
     k: int = Field(default=1, ge=1, le=16, description="Rollouts per harness and validation task.")
+    harnesses: Literal["pool", "h0"] = Field(
+        default="pool",
+        description="Which harnesses a re-anchor measures: 'pool' = H0 and every pool harness (the profiles the "
+        "adaptive router and Rank-1 read); 'h0' = H0 only, for methods that read no profile (its validation "
+        "success is still recorded).",
+    )
+    LATER_FIELDS = frozenset({"harnesses"})
 
 
 class ReplayConfig(_Frozen):
@@ -498,6 +508,11 @@ class TrainConfig(TrackedRunConfig):
             raise ValueError(f"mode {self.mode} needs a pool of harnesses besides H0 (pool: [schema_rows, ...])")
         if self.mode == "fixed_mixture" and not self.mixture:
             raise ValueError("mode fixed_mixture needs a non-empty mixture list of harness names")
+        if self.validation.harnesses == "h0" and self.mode == "harness_s" and self.router.kind in PROFILE_ROUTERS:
+            raise ValueError(
+                f"router.kind {self.router.kind} reads the re-anchors' measurements of every pool harness: "
+                "set validation.harnesses: pool (or router.kind random)"
+            )
         if self.router.kind == "fixed" and not self.router.names:
             raise ValueError("router.kind fixed needs router.names (harness names from the pool)")
         self.check_rollout_cap(self.rollout_budget, "rollout_budget", "batch_tasks or k")

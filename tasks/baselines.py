@@ -126,11 +126,12 @@ def rft_checkpoint(
 
 
 def deployment_configs(cfg: PipelineConfig, train_cfg: TrainConfig, policy: str | None, best: str) -> dict:
-    """label -> evaluation: the starting policy under H0 ('before'), the baseline's policy under
-    H0 ('after', when it trained one) and under its best harness ('best'); with
-    evaluate.test_seeds, the same on the whole test split as test-before, test-after, test-best."""
+    """label -> evaluation: the starting policy under H0 ('before', unless evaluate.before is off:
+    the base policy's row is then another run's), the baseline's policy under H0 ('after', when it
+    trained one) and under its best harness ('best'); with evaluate.test_seeds, the same on the
+    whole test split as test-before, test-after, test-best."""
     start = init_checkpoint(train_cfg)
-    plan = {"before": (start, {})}
+    plan = {"before": (start, {})} if cfg.evaluate.before else {}
     if policy and policy != start:
         plan["after"] = (policy, {})
     plan["best"] = (policy or start, {"harness": best})

@@ -485,13 +485,14 @@ def register_rl_checkpoint(
 def paired_validation(
     cfg: TrainConfig, run_id: str, step: int, val_task_ids: list[str], database_url: str | None
 ) -> dict:
-    """Frozen policy; H0 and every pool harness on the same validation tasks (k each).
+    """Frozen policy; H0 and every pool harness (H0 alone with validation.harnesses h0) on the
+    same validation tasks (k each).
 
     Stores one group per (harness, task) with role 'reanchor' and one Evaluation per harness
     (routing 'reanchor', metrics: step, success rate, solved task ids). Already recorded for
     this step (a resumed run): read back instead of re-run."""
     h0, pool, _ = harness_sets(cfg)
-    harnesses = list({h.id: h for h in [h0, *pool]}.values())
+    harnesses = list({h.id: h for h in ([h0] if cfg.validation.harnesses == "h0" else [h0, *pool])}.values())
     eval_ids = {h.id: stable_id("reanchor", run_id, step, h.id) for h in harnesses}
     with session_scope(get_engine(database_url)) as session:
         found = session.scalars(select(Evaluation).where(Evaluation.id.in_(list(eval_ids.values())))).all()
@@ -548,8 +549,9 @@ def paired_validation(
                     },
                 ),
             )
+        measured_pool = [h for h in harnesses if h.id != h0.id]  # a sibling gets a profile only when measured
         profiles = store_profiles(
-            session, cfg, run_id, step, h0, pool, paired_records(results, {t.id: t for t in the_tasks})
+            session, cfg, run_id, step, h0, measured_pool, paired_records(results, {t.id: t for t in the_tasks})
         )
     return {"step": step, "success": success, "profiles": profiles}
 

@@ -39,13 +39,13 @@ def plan(path: str, sets: list[str] | None = None) -> dict[str, int]:
         ("configs/main/harness_s.yaml", (0, 1280, 2560, 1200)),  # spent 1,648: within the range
         ("configs/main/grpo.yaml", (0, 1280, 1280, 120)),
         ("configs/main/h0_rescue.yaml", (0, 1280, 2560, 120)),  # spent 1,672
-        ("configs/baselines/harness_bandit.yaml", (0, 1280, 1280, 1200)),
-        ("configs/baselines/harnessx.yaml", (0, 1280, 1280, 1200)),
+        ("configs/baselines/harness_bandit.yaml", (0, 1280, 1280, 120)),  # re-anchors measure H0 only
+        ("configs/baselines/harnessx.yaml", (0, 1280, 1280, 120)),
         ("configs/baselines/frozen_evolution.yaml", (400, 0, 0, 0)),
         ("configs/baselines/whale.yaml", (1200, 1632, 1632, 0)),
         ("configs/baselines/harness_forge.yaml", (480, 1632, 1632, 0)),
-        # re-anchors at most: 2 per segment, over 10 harnesses + 4 candidates per evolution round so far
-        ("configs/baselines/harnessx_coupled.yaml", (544, 1280, 1280, 2 * 14 * 40 + 2 * 18 * 40)),
+        # re-anchors: 2 per segment of H0 alone
+        ("configs/baselines/harnessx_coupled.yaml", (544, 1280, 1280, 4 * 40)),
     ],
 )
 def test_committed_configs_plan_the_budgets_they_state(path, expected):
@@ -87,3 +87,31 @@ def test_training_over_its_cap_is_refused_but_rescue_above_it_only_at_worst_is_a
 def test_a_cap_below_one_update_is_refused_when_the_config_loads():
     with pytest.raises(ConfigError, match=r"below one update's most expensive outcome \(128 rollouts\)"):
         load("configs/main/harness_s.yaml", ["budget.training_rollouts=100"])
+
+
+def test_re_anchors_that_measure_the_pool_are_counted_for_every_harness():
+    measured = ["train.validation.harnesses=pool"]
+    assert plan("configs/baselines/harness_bandit.yaml", measured)["validation"] == 1200  # 3 x 10 harnesses x 40
+    assert plan("configs/baselines/harness_bandit.yaml")["validation"] == 120  # H0 alone
+
+
+def test_h0_only_re_anchors_are_refused_where_profiles_are_read():
+    with pytest.raises(ConfigError, match=r"router.kind adaptive reads the re-anchors' measurements .*harnesses: pool"):
+        load("configs/main/harness_s.yaml", ["train.validation.harnesses=h0"])
+    with pytest.raises(ConfigError, match=r"evaluate.rank1 routes by the profiles .*rank1: false"):
+        load("configs/baselines/harnessx_coupled.yaml", ["evaluate.rank1=true"])
+    random_router = ["train.validation.harnesses=h0", "train.router.kind=random"]
+    load("configs/main/harness_s.yaml", [*random_router, "evaluate.rank1=false", "evaluate.rank1_before=false"])
+
+
+def test_a_field_added_at_its_default_keeps_the_comparisons_run_ids():
+    from tasks.training import train_run_id
+
+    def run_id(path: str, sets: list[str] | None = None) -> str:
+        cfg = load(path, sets)
+        return train_run_id(training_config(cfg, cfg.pool_version))
+
+    # the ids of reports/dbbench-main's runs, recorded before validation.harnesses existed: they still resume
+    assert run_id("configs/main/harness_s.yaml") == "main-harness-s-train-harness_s-7b06f7b1473a"
+    assert run_id("configs/main/grpo.yaml") == "main-grpo-train-grpo-bc720cb5d7c6"
+    assert run_id("configs/main/grpo.yaml", ["train.validation.harnesses=h0"]) != "main-grpo-train-grpo-bc720cb5d7c6"

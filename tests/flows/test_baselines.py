@@ -38,6 +38,20 @@ def test_a_frozen_evolution_baseline_needs_a_pool():
         )
 
 
+def test_a_deployment_without_before_evaluates_only_what_the_baseline_made():
+    """evaluate.before false (the committed WHALE, HarnessForge): the starting policy under H0 is
+    the comparison's base-policy row, not evaluated again; on and off, the rest is unchanged."""
+    from tasks.baselines import deployment_configs
+    from tasks.pipeline import training_config
+
+    for before, labels in ((True, ["before", "after", "best"]), (False, ["after", "best"])):
+        cfg = load_config(PipelineConfig, "configs/baselines/whale.yaml", sets=[f"evaluate.before={before}"])
+        train_cfg = training_config(cfg, cfg.pool_version)
+        deployed = deployment_configs(cfg, train_cfg, "whale-policy", "pool:v1/answer")
+        assert list(deployed) == [*labels, *(f"test-{label}" for label in labels)]
+        assert (deployed["best"].checkpoint, deployed["best"].harness) == ("whale-policy", "pool:v1/answer")
+
+
 @pytest.mark.slow
 def test_frozen_evolution_selects_on_validation_and_deploys_h_best(tmp_path, train_dir, prefect_api, monkeypatch):
     from flows.baselines.frozen_evolution import frozen_evolution

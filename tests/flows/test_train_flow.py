@@ -177,6 +177,29 @@ def test_harness_bandit_plays_every_harness_then_the_one_that_paid(tmp_path, tra
         training.drop_handle(run_id)
 
 
+def test_a_re_anchor_of_h0_alone_measures_only_h0_and_writes_no_sibling_profile(tmp_path, train_dir):
+    """validation.harnesses h0 (methods that read no profile): the re-anchor runs, stores and
+    reports H0 alone; no sibling gets a profile induced from rollouts it never had."""
+    from tasks import training
+
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    cfg = tiny_cfg(
+        tmp_path, mode="harness_bandit", validation={"split": "train", "n_tasks": 2, "k": 1, "harnesses": "h0"}
+    )
+    run = training.register_train_run.fn(cfg, url, None)
+    try:
+        result = training.paired_validation.fn(cfg, run["run_id"], 0, run["val_task_ids"], url)
+    finally:
+        training.drop_handle(run["run_id"])
+    assert list(result["success"]) == ["h0"] and result["profiles"] == {}
+    with session_scope(make_engine(url)) as s:
+        measured = s.scalars(select(RolloutGroup.harness_id).where(RolloutGroup.run_id == run["run_id"])).all()
+        assert measured == [load_harness("h0").id] * 2  # one group per validation task
+        assert s.scalar(select(func.count()).select_from(ProfileVersion)) == 0
+        reanchors = s.scalars(select(Evaluation).where(Evaluation.run_id == run["run_id"])).all()
+        assert [(e.routing, e.harness_id) for e in reanchors] == [("reanchor", load_harness("h0").id)]
+
+
 @pytest.mark.slow
 def test_harnessx_spans_harnesses_and_replays_a_group_with_a_signal_token_for_token(tmp_path, train_dir):
     """harnessx: a group's rollouts spread over H0 + pool; the next update trains on its fresh
