@@ -4,7 +4,9 @@
   seeds: the unit the paired tests resample.
 - :func:`evaluation_differences`: paired differences between evaluation runs on the tasks both
   ran: every method against the starting policy and against the main method, Rank-1 against H0,
-  harnesses outside the pool against H0 (paired bootstrap interval, sign-flip p-value).
+  harnesses outside the pool against H0; a baseline that evaluated its own starting weights also
+  against those (same machine, same weights) and those against the main run's base policy (do the
+  two machines' starting policies agree?) (paired bootstrap interval, sign-flip p-value).
 - :func:`signal_differences`: the main method's valid-group ratio, effective-token ratio and
   rescue success against each other training run (Newcombe interval, z-test p-value), from the
   group counts in the RQ2 table.
@@ -106,6 +108,11 @@ def evaluation_differences(session: Session, methods: list[Method], prefix: str 
     for m in methods:
         if m.eval_run(prefix + "after") and m.eval_run(prefix + "best"):  # a method deployed both ways
             pairs.append((f"{m.label}: H_best - H0", run(m, "best"), run(m, "after")))
+    for m in methods[1:]:  # a baseline that evaluated its own starting weights (perhaps on another machine)
+        if m.eval_run(prefix + "before"):
+            where, result = deployed(m)
+            pairs.append((f"{m.label} - its own starting policy ({where})", result, run(m, "before")))
+            pairs.append((f"{m.label}'s starting policy - base policy (H0)", run(m, "before"), before))
     pairs.append(("Rank-1 - H0, trained", run(main, "rank1"), run(main, "after")))
     pairs.append(("Rank-1 - H0, base policy", run(main, "rank1-before"), before))
     for label in sorted(x for x in main.evaluations if x.startswith(prefix + "outside-")):

@@ -118,6 +118,7 @@ def readings(report: Report) -> dict[str, str]:
     headline = [
         *[f"{main.label} - {m.label} ({where})" for m in report.methods[1:] for where in ("H0", "H_best")],
         f"{main.label} - base policy (H0)",
+        *[f"{m.label} - its own starting policy ({where})" for m in report.methods[1:] for where in ("H0", "H_best")],
         "Rank-1 - H0, trained",
     ]
     said = [f"dev, {x}" for x in _differences(d, *headline)]

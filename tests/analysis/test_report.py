@@ -155,6 +155,31 @@ def test_evaluation_differences_are_paired_over_tasks(session, methods):
     assert FP not in " ".join(rows)  # a bare training run has no evaluations to compare
 
 
+def test_a_baseline_with_its_own_starting_policy_is_compared_with_it(session, methods):
+    """frozen_evolution evaluates its own starting weights ('before', maybe on another machine than
+    the main run): H_best is paired with those, and those with the main run's base policy."""
+    from analysis.comparisons import evaluation_differences
+    from analysis.runs import resolve_methods
+
+    frozen = {
+        "method": "frozen_evolution",
+        "evaluations": {"before": {"run_id": "ev-terse"}, "best": {"run_id": "ev-r1"}},
+    }
+    session.add(Run(id="pipe-frozen", kind="pipeline", name="compare-frozen", status="completed", results=frozen))
+    session.flush()
+    rows = _records(evaluation_differences(session, resolve_methods(session, MAIN, ["pipe-frozen"])), "comparison")
+    # ev-r1 (1 seed) d1 (100, 100), d2 (0, 0) - ev-terse (nothing solved): d1 (+100, +100), d2 (0, 0)
+    own = rows["frozen_evolution - its own starting policy (H_best)"]
+    assert (own["n_tasks"], own["pass_diff"], own["avg_diff"]) == approx((2, 50.0, 50.0))
+    # ev-terse - ev-before (d1 (0, 0), d2 (50, 16.67)): d1 (0, 0), d2 (-50, -16.67)
+    machines = rows["frozen_evolution's starting policy - base policy (H0)"]
+    assert (machines["pass_diff"], machines["avg_diff"]) == approx((-25.0, -25 / 3))
+    # against the main run's base policy: d1 (+100), d2 (0 - 50)
+    assert rows["frozen_evolution - base policy (H_best)"]["pass_diff"] == approx(25.0)
+    plain = _records(evaluation_differences(session, methods), "comparison")
+    assert not [c for c in plain if "own starting policy" in c]  # grpo evaluated no starting policy
+
+
 def test_signal_differences_use_group_counts(session, methods):
     from analysis.comparisons import signal_differences
 
