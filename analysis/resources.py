@@ -119,6 +119,8 @@ def resource_table(session: Session, methods: list[Method]) -> pd.DataFrame:
             }
         )
     df = pd.DataFrame(rows, columns=RESOURCE_COLUMNS)
+    for count in ("search_rollouts", "training_rollouts", "validation_rollouts", "total_rollouts", "editor_tokens"):
+        df[count] = df[count].astype("Int64")  # counts stay integers beside a method's missing '-'
     if len(df) and df["total_rollouts"].iloc[0]:
         df["total_vs_main"] = df["total_rollouts"] / float(df["total_rollouts"].iloc[0])
     return df
