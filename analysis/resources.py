@@ -12,7 +12,9 @@ training, per method, side by side, and the wall time the runs took.
   evolution run is not in this database);
 - caps and within_caps: the pipeline config's `budget:` caps (configs/budget.py), and whether
   the method's own search (without the shared pool's evolution) and its training stayed within;
-- hours: the training run's and the evolution runs' wall time (row timestamps);
+- hours: wall time from the runs' row timestamps: search = the evolution runs and a baseline's
+  harness selections; training = the training runs (every segment), else a baseline's
+  collections and fine-tuning runs;
 - start_weights: the first 12 hex digits of the sha256 of the weights the method started from (its
   training run's `init_weights`, else its "before" evaluation's `weights`), None where the run
   predates that record. A warm start rebuilt on another machine keeps its name but not its weights,
@@ -49,6 +51,11 @@ def _hours(run: Run | None) -> float | None:
     if run is None or run.finished_at is None or run.created_at is None:
         return None
     return (run.finished_at - run.created_at).total_seconds() / 3600
+
+
+def _sum_hours(session: Session, run_ids: list[str]) -> float | None:
+    hours = [h for h in (_hours(session.get(Run, r)) for r in run_ids) if h is not None]
+    return sum(hours) if hours else None
 
 
 def _evolution_runs(session: Session, run: Run) -> list[str]:
@@ -102,7 +109,8 @@ def resource_table(session: Session, methods: list[Method]) -> pd.DataFrame:
             validation = roles.get(Role.REANCHOR, 0)
         caps = _caps(run) if run.kind == "pipeline" else {}
         own_search = (budget or {}).get("selection_rollouts", (budget or {}).get("search_rollouts")) or 0
-        hours = [h for h in (_hours(session.get(Run, e)) for e in evolutions) if h is not None]
+        search_hours = _sum_hours(session, [*evolutions, *m.search_runs])
+        training_hours = _sum_hours(session, list(m.train_run_ids or m.collection_runs))
         rows.append(
             {
                 "method": m.label,
@@ -113,8 +121,8 @@ def resource_table(session: Session, methods: list[Method]) -> pd.DataFrame:
                 "editor_tokens": store.editor_tokens(session, evolutions) if evolutions else None,
                 "caps": ", ".join(f"{k} {v:,}" for k, v in caps.items()) or None,
                 "within_caps": _within(caps, {"search": own_search, "training": training}),
-                "search_hours": sum(hours) if hours else None,
-                "training_hours": _hours(session.get(Run, m.train_run_id)) if m.train_run_id else None,
+                "search_hours": search_hours,
+                "training_hours": training_hours,
                 "start_weights": start_weights(session, m),
             }
         )

@@ -32,6 +32,8 @@ class Method:
     evaluations: dict[str, str] = field(default_factory=dict)  # label -> evaluation run id
     batch_tasks: int | None = None  # groups per update (one per task of the batch)
     segments: tuple[str, ...] = ()  # every training run, in order, when there are several (coupled HarnessX)
+    search_runs: tuple[str, ...] = ()  # a search baseline's harness selections
+    collection_runs: tuple[str, ...] = ()  # a fine-tuning baseline's collections and fine-tuning runs
 
     @property
     def train_run_ids(self) -> tuple[str, ...]:
@@ -83,7 +85,20 @@ def method_of(session: Session, run: Run) -> Method:
         evaluations=evaluations,
         batch_tasks=train_config.get("batch_tasks"),
         segments=tuple((run.results or {}).get("segments", ())),
+        **_baseline_runs(run),
     )
+
+
+def _baseline_runs(run: Run) -> dict[str, tuple[str, ...]]:
+    """A baseline pipeline's selections (search_runs) and collections and fine-tuning runs
+    (collection_runs), from the budget its results record; a run recorded before the budget kept
+    them has its final search's selections in `search`."""
+    results = (run.results or {}) if run.kind == "pipeline" else {}
+    budget = results.get("budget") or {}
+    search = budget.get("search_run_ids")
+    if search is None:
+        search = list(((results.get("search") or {}).get("selection_runs") or {}).values())
+    return {"search_runs": tuple(search), "collection_runs": tuple(budget.get("training_run_ids") or ())}
 
 
 def resolve_methods(session: Session, main: str, baselines: list[str]) -> list[Method]:
@@ -98,8 +113,14 @@ def resolve_methods(session: Session, main: str, baselines: list[str]) -> list[M
 
 
 def runs_of(methods: list[Method]) -> set[str]:
-    """Every run a report over `methods` reads: each method's own, its training run and its evaluations."""
-    return {r for m in methods for r in (m.run_id, m.train_run_id, *m.segments, *m.evaluations.values()) if r}
+    """Every run a report over `methods` reads: each method's own, its training runs, its evaluations
+    and a baseline's selections, collections and fine-tuning runs (the resource table's wall time)."""
+    return {
+        r
+        for m in methods
+        for r in (m.run_id, m.train_run_id, *m.segments, *m.evaluations.values(), *m.search_runs, *m.collection_runs)
+        if r
+    }
 
 
 def pool_reports(session: Session, ids_or_names: list[str]) -> list[tuple[str, dict]]:

@@ -111,18 +111,19 @@ def rft_settings(cfg: PipelineConfig, train_cfg: TrainConfig, label: str, base: 
 def rft_checkpoint(
     cfg: PipelineConfig, train_cfg: TrainConfig, label: str, base: str, run_ids: list[str], database_url: str | None
 ) -> dict:
-    """Fine-tune `base` on the successful rollouts of the runs: {'checkpoint', 'examples'}. No
-    success -> `base` unchanged; a checkpoint already built is reused."""
+    """Fine-tune `base` on the successful rollouts of the runs: {'checkpoint', 'examples',
+    'run_id'} (the fine-tuning run). No success -> `base` unchanged, no run; a checkpoint already
+    built is reused."""
     with session_scope(get_engine(database_url)) as session:
         examples = success_examples(session, run_ids)
     if not examples:
-        return {"checkpoint": base, "examples": 0}
+        return {"checkpoint": base, "examples": 0, "run_id": None}
     sft_cfg = rft_settings(cfg, train_cfg, label, base)
     path = write_examples(examples, Path(train_cfg.results_dir) / "rft" / f"{checkpoint_name(sft_cfg)}.jsonl")
     run_id = register_sft_run.fn(sft_cfg, database_url, None)
     meta = train_checkpoint(sft_cfg, path, run_id)
     register_checkpoint.fn({**meta, "run_id": run_id}, database_url)
-    return {"checkpoint": meta["name"], "examples": len(examples)}
+    return {"checkpoint": meta["name"], "examples": len(examples), "run_id": run_id}
 
 
 def deployment_configs(cfg: PipelineConfig, train_cfg: TrainConfig, policy: str | None, best: str) -> dict:
@@ -147,10 +148,12 @@ def rollout_budget(
     selection_runs: list[str],
     database_url: str | None,
     training_runs: list[str] = (),
+    finetune_runs: list[str] = (),
 ) -> dict:
     """A baseline's budget: search = the rollouts of the evolution that froze its pool (None when
     that run is not in this database) plus those of its own harness selections; training = the
-    rollouts it collected to fine-tune on."""
+    rollouts it collected to fine-tune on. The run ids are kept for the wall time they took:
+    search (the selections) and training (the collections and the fine-tuning runs)."""
     with session_scope(get_engine(database_url)) as session:
         evolution_run = store.pool_run_id(session, benchmark, pool_version)
         evolution = store.rollouts_of_runs(session, [evolution_run]) if evolution_run else None
@@ -162,6 +165,8 @@ def rollout_budget(
         "evolution_run_id": evolution_run,
         "selection_rollouts": selection,
         "training_rollouts": training,
+        "search_run_ids": list(selection_runs),
+        "training_run_ids": [*training_runs, *finetune_runs],
     }
 
 

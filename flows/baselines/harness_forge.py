@@ -49,7 +49,7 @@ def harness_forge(config: PipelineConfig, database_url: str | None = None) -> di
     start = init_checkpoint(train_cfg)
     found = harness_search(cfg, train_cfg, start, "branch-search", database_url)
     branches = found["ranked"][: cfg.rft.harnesses]
-    pairs, searched, collected = {}, list(found["runs"].values()), []
+    pairs, searched, collected, finetuned = {}, list(found["runs"].values()), [], []
     for b in branches:  # each branch fine-tunes its own copy of the starting policy under its harness
         policy = start
         for r in range(cfg.rft.rounds):
@@ -59,7 +59,9 @@ def harness_forge(config: PipelineConfig, database_url: str | None = None) -> di
             ).values()
             run_id = evaluate(collect, database_url)["run_id"]
             collected.append(run_id)
-            policy = rft_checkpoint(cfg, train_cfg, f"rft-{b}-r{r}", policy, [run_id], database_url)["checkpoint"]
+            tuned = rft_checkpoint(cfg, train_cfg, f"rft-{b}-r{r}", policy, [run_id], database_url)
+            policy = tuned["checkpoint"]
+            finetuned += [tuned["run_id"]] if tuned["run_id"] else []
         check = evaluate(selection_configs(cfg, train_cfg, policy, f"pair-{b}")[b], database_url)  # the pair
         searched.append(check["run_id"])
         pairs[b] = {"checkpoint": policy, "success": check["overall"]["avg"]["mean"] / 100}
@@ -71,7 +73,7 @@ def harness_forge(config: PipelineConfig, database_url: str | None = None) -> di
         "method": "harness_forge",
         "search": {**search_record(found, train_cfg), "best": best},
         "pairs": pairs,
-        "budget": rollout_budget(pool_version, cfg.train.env.benchmark, searched, database_url, collected),
+        "budget": rollout_budget(pool_version, cfg.train.env.benchmark, searched, database_url, collected, finetuned),
     }
     record = record_results(
         cfg, pool_version, None, pairs[best]["checkpoint"], evaluations, database_url, flow_run.get_id(), extra

@@ -42,7 +42,7 @@ def whale(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
     pool_version, train_cfg = searched_pool(cfg, database_url)  # evolved now with `evolve:`, else frozen
-    policy, rounds, searched, collected = init_checkpoint(train_cfg), [], [], []
+    policy, rounds, searched, collected, finetuned = init_checkpoint(train_cfg), [], [], [], []
     for r in range(cfg.rft.rounds):
         found = harness_search(cfg, train_cfg, policy, f"r{r}-search", database_url)  # harness search, policy frozen
         current = {name: found["sources"][name] for name in found["ranked"][: cfg.rft.harnesses]}
@@ -58,6 +58,7 @@ def whale(config: PipelineConfig, database_url: str | None = None) -> dict:
         rounds.append({"round": r, "harnesses": list(current), "success": found["success"], **tuned})
         searched += list(found["runs"].values())
         collected += list(runs.values())
+        finetuned += [tuned["run_id"]] if tuned["run_id"] else []
         policy = tuned["checkpoint"]
     final = harness_search(cfg, train_cfg, policy, "final-search", database_url)
     best = final["ranked"][0]
@@ -68,7 +69,12 @@ def whale(config: PipelineConfig, database_url: str | None = None) -> dict:
         "rounds": rounds,
         "search": search_record(final, train_cfg),
         "budget": rollout_budget(
-            pool_version, cfg.train.env.benchmark, searched + list(final["runs"].values()), database_url, collected
+            pool_version,
+            cfg.train.env.benchmark,
+            searched + list(final["runs"].values()),
+            database_url,
+            collected,
+            finetuned,
         ),
     }
     return record_results(cfg, pool_version, None, policy, evaluations, database_url, flow_run.get_id(), extra)

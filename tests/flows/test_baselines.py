@@ -3,6 +3,7 @@ SmolLM2 at tiny budgets: frozen-policy evolution deploys the pool's best harness
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
@@ -94,6 +95,7 @@ def test_frozen_evolution_selects_on_validation_and_deploys_h_best(tmp_path, tra
         (resources,) = report.tables["resources"].to_dict("records")
         assert (resources["search_rollouts"], resources["training_rollouts"]) == (5, 0)
         assert resources["editor_tokens"] is None  # pool v1's evolution is not in this database
+        assert resources["search_hours"] > 0 and pd.isna(resources["training_hours"])  # the selections' wall time
         assert "frozen_evolution - base policy (H_best)" in set(report.tables["rq1_differences"]["comparison"])
 
     again = frozen_evolution(cfg, database_url=url)  # resumed: every evaluation is cached, nothing reruns
@@ -146,6 +148,10 @@ def test_whale_and_harness_forge_search_collect_fine_tune_and_deploy(tmp_path, t
         assert rows.loc["harness_forge", "training_rollouts"] == 2 and rows.loc["whale", "search_rollouts"] == 10
         assert rows.loc["whale", "caps"] == "search 10, training 4" and rows.loc["whale", "within_caps"]
         assert rows.loc["harness_forge", "within_caps"] is None  # no caps set
+        assert (rows.loc[["whale", "harness_forge"], ["search_hours", "training_hours"]] > 0).all().all()
+        # whale's wall time: its 2 searches of 5 harnesses; its collection and, with a success, its fine-tuning
+        budget = result["budget"]
+        assert len(budget["search_run_ids"]) == 10 and len(budget["training_run_ids"]) == 1 + (one["examples"] > 0)
 
 
 @pytest.mark.slow
