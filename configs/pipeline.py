@@ -153,7 +153,7 @@ class PipelineConfig(_Frozen):
             raise ValueError("baseline harnessx: train.updates must be at least coupling.rounds (updates per round)")
         if self.baseline and self.evolve is None and not self.pool_version and not self.train.pool:
             raise ValueError(f"baseline {self.baseline} searches a pool: set evolve, pool_version or train.pool")
-        routed = self.evaluate.rank1 or self.evaluate.rank1_before
+        routed = self.evaluate.rank1 or self.evaluate.rank1_before  # read by the training pipelines' evaluation
         if routed and self.baseline in (None, "harnessx") and self.train.validation.harnesses == "h0":
             raise ValueError(
                 "evaluate.rank1 routes by the profiles the re-anchors measure on every pool harness: "
