@@ -11,7 +11,7 @@ import torch
 from configs.pipeline import PipelineConfig
 from db import store
 from db.engine import make_engine, session_scope
-from db.models import Checkpoint
+from db.models import Checkpoint, Run
 from harness_pool.spec import load_harness
 from tests.flows.test_pipeline_flow import tiny_pipeline
 
@@ -77,6 +77,8 @@ def test_successes_become_examples_and_a_fine_tuned_checkpoint(tmp_path, rollout
     with session_scope(make_engine(url)) as s:
         row = s.get(Checkpoint, tuned["checkpoint"])
         assert row.parent_id == "smollm2-135m" and row.kind == "sft"
+        run = s.get(Run, tuned["run_id"])  # the fine-tuning run, whose wall time the resource table sums
+        assert run.kind == "sft" and run.finished_at is not None and row.run_id == run.id
     again = rft_checkpoint.fn(cfg, train_cfg, "rft-r0", "smollm2-135m", ["collect-run"], url)
     assert again == tuned  # built once: the same name is reused
 
@@ -100,6 +102,7 @@ def test_no_success_leaves_the_policy_unchanged(tmp_path, rollouts, monkeypatch)
     assert rft_checkpoint.fn(cfg, training_config(cfg, "v1"), "rft-r0", "base-x", ["no-such-run"], url) == {
         "checkpoint": "base-x",
         "examples": 0,
+        "run_id": None,  # no fine-tuning run
     }
 
 
