@@ -19,7 +19,7 @@ OUT=reports/dbbench-main
 EXPORT=$OUT/rows.db
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 if ! grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null; then   # docs/results.md: ~10x slower without
-  log "warning: this CPU has no AMX/AVX-512 bf16: rollouts run in fp32, about 10x slower; one method takes 4-5 h"
+  log "warning: this CPU has no AMX/AVX-512 bf16: rollouts and updates run in fp32, about 10x slower; one method takes 6-9 h"
 fi
 
 BASELINES=(frozen_evolution harness_bandit harnessx whale harness_forge harnessx_coupled)   # issue 22
