@@ -16,9 +16,10 @@ training, per method, side by side, and the wall time the runs took.
   harness selections; training = the training runs (every segment), else a baseline's
   collections and fine-tuning runs;
 - start_weights: the first 12 hex digits of the sha256 of the weights the method started from (its
-  training run's `init_weights`, else its "before" evaluation's `weights`), None where the run
-  predates that record. A warm start rebuilt on another machine keeps its name but not its weights,
-  so methods whose digests differ differ in their starting point too.
+  training run's `init_weights`, else its "before" evaluation's `weights`, else its first harness
+  selection's: WHALE, HarnessForge), None where the run predates that record. A warm start rebuilt
+  on another machine keeps its name but not its weights, so methods whose digests differ differ in
+  their starting point too.
 """
 
 from __future__ import annotations
@@ -71,13 +72,21 @@ def _evolution_runs(session: Session, run: Run) -> list[str]:
     return [found] if found else []
 
 
+def _run_of_starting_weights(session: Session, m: Method) -> Run | None:
+    """An evaluation that ran the starting weights: the 'before' one, else a search baseline's first
+    harness selection (its first search ranks the harnesses with the policy it starts from)."""
+    if m.eval_run("before"):
+        return session.get(Run, m.eval_run("before"))
+    searches = [run for run in (session.get(Run, r) for r in m.search_runs) if run is not None]
+    return min(searches, key=lambda run: run.created_at, default=None)
+
+
 def start_weights(session: Session, m: Method) -> str | None:
     """The digest of the weights the method started from (see the module's docstring), 12 hex digits."""
     first = session.get(Run, m.train_run_ids[0]) if m.train_run_ids else None
     digest = (first.config or {}).get("init_weights") if first is not None else None
-    if digest is None and m.eval_run("before"):
-        before = session.get(Run, m.eval_run("before"))
-        digest = (before.config or {}).get("weights") if before is not None else None
+    if digest is None and (start := _run_of_starting_weights(session, m)) is not None:
+        digest = (start.config or {}).get("weights")
     return digest[:12] if digest else None
 
 

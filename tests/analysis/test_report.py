@@ -4,6 +4,7 @@ exact, every figure drawn from its table, and `hs report` writing report.md with
 from __future__ import annotations
 
 import importlib.util
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -515,3 +516,20 @@ def test_the_resource_table_tells_which_methods_started_from_the_same_weights(se
     session.get(Run, pipe.results["evaluations"]["before"]["run_id"]).config = {"weights": other}
     session.flush()
     assert resource_table(session, methods)["start_weights"].iloc[0] == other[:12]
+
+    # neither a training run nor a 'before' evaluation (WHALE, HarnessForge): the first selection's
+    from dataclasses import replace
+
+    from analysis.resources import start_weights
+
+    t0 = datetime(2026, 12, 4, 22, 0)
+    for run_id, weights, minutes in (("search-late", other, 30), ("search-early", first, 0)):
+        created = t0 + timedelta(minutes=minutes)
+        config = {"weights": weights}
+        session.add(
+            Run(id=run_id, kind="evaluation", name=run_id, config=config, status="completed", created_at=created)
+        )
+    session.flush()
+    searcher = replace(methods[0], train_run_id=None, evaluations={}, search_runs=("search-late", "search-early"))
+    assert start_weights(session, searcher) == first[:12]
+    assert start_weights(session, replace(searcher, search_runs=())) is None
