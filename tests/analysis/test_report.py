@@ -478,7 +478,8 @@ def test_pool_reports_under_two_policies_join_the_report_and_its_export(db_url, 
 
 def test_the_resource_table_tells_which_methods_started_from_the_same_weights(session, methods, tmp_path):
     """A warm start rebuilt elsewhere keeps its name, not its weights: the runs' recorded digests
-    (training: init_weights; a method without training: its 'before' evaluation's weights) show it."""
+    (training: init_weights; a method without training: its 'before' evaluation's weights, else
+    its first harness selection's) show it."""
     from analysis.report import starting_points
     from analysis.resources import resource_table
     from rl.checkpoints import weights_digest
