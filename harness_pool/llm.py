@@ -22,9 +22,6 @@ import logging
 import os
 import threading
 
-import anthropic
-import openai
-
 from harness_pool.api_errors import explain
 
 log = logging.getLogger(__name__)
@@ -124,9 +121,13 @@ class OpenAIChat(ChatClient):
         self.temperature, self.max_tokens, self.timeout = temperature, max_tokens, timeout
         self.api_key_env = api_key_env
         key, self.key_is_placeholder = _api_key(api_key_env, base_url is not None, "OpenAI")
+        import openai  # here, not at module level: the SDK takes a second to import and most runs never call it
+
         self.client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=timeout, max_retries=max_retries)
 
     def chat(self, messages: list[dict[str, str]]) -> str:
+        import openai
+
         try:
             response = self.client.chat.completions.create(
                 model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens
@@ -175,10 +176,14 @@ class AnthropicChat(ChatClient):
             )
         self.api_key_env = api_key_env
         key, self.key_is_placeholder = _api_key(api_key_env, base_url is not None, "Anthropic")
+        import anthropic  # here, not at module level, as for openai above
+
         self.client = anthropic.Anthropic(base_url=self.base_url, api_key=key, timeout=timeout, max_retries=max_retries)
 
     def chat(self, messages: list[dict[str, str]]) -> str:
         """System messages go to the `system` parameter; the rest keep their order."""
+        import anthropic
+
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         turns = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
         extra = {"system": system} if system else {}
