@@ -13,7 +13,11 @@ from cli.errors import flow_failed, user_errors
 from cli.options import DatabaseUrl, Sets
 
 editor_app = typer.Typer(help="The trainable harness editor: evidence bundles.", no_args_is_help=True)
-console = Console(highlight=False, soft_wrap=True)
+
+
+def console() -> Console:
+    """A console per command (the terminal's width read when it runs), without highlighting or wrapping."""
+    return Console(highlight=False, soft_wrap=True)
 
 
 @editor_app.command("bundles")
@@ -55,11 +59,11 @@ def print_bundles(summary: dict, database_url: str | None) -> None:
             table.add_row(
                 split, b.id[:12], b.family, ", ".join(b.causes), ", ".join(b.failing_tasks), str(len(b.controls))
             )
-    console.print(table)
+    console().print(table)
     for split in ("train", "heldout"):
         s = summary[split]
-        console.print(f"{split}: {s['tasks']} tasks, {s['failed_tasks']} never solved, {len(s['bundles'])} bundles")
-    console.print("query them: SELECT id, split, family, causes FROM editor_bundles WHERE run_id = '...'")
+        console().print(f"{split}: {s['tasks']} tasks, {s['failed_tasks']} never solved, {len(s['bundles'])} bundles")
+    console().print("query them: SELECT id, split, family, causes FROM editor_bundles WHERE run_id = '...'")
 
 
 @editor_app.command("sft")
@@ -89,12 +93,12 @@ def sft_cmd(
     except Exception as exc:  # noqa: BLE001 - Prefect logged the traceback; finished re-runs are cached
         flow_failed("engineer cold start", exc, "start the same command again to resume")
     before, after = result["heldout_loss_before"], result["heldout_loss_after"]
-    console.print(
+    console().print(
         f"{result['bundles']} training bundles, {result['candidates']} offline patches, {result['validated']} "
         f"validated -> engineer checkpoint {result['checkpoint']}"
         + (f" (held-out loss {before:.3f} -> {after:.3f})" if before is not None else "")
     )
-    console.print(f"the patches and their outcomes: SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'")
+    console().print(f"the patches and their outcomes: SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'")
 
 
 @editor_app.command("train")
@@ -135,8 +139,8 @@ def train_cmd(
             f"{h['editor/broken_mean']:.2f}",
             f"{h['train/loss']:.4f}",
         )
-    console.print(table)
-    console.print(
+    console().print(table)
+    console().print(
         f"engineer checkpoint {result['checkpoint']}; its patches: "
         f"SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'"
     )
@@ -185,9 +189,9 @@ def print_comparison(table: dict) -> None:
             f"{e['broken_mean']:.2f}",
             f"{100 * e['best_success']:.1f}%",
         )
-    console.print(out)
-    console.print(f"the parent harness alone: {100 * table['parent_success']:.1f}% of the bundles' tasks")
+    console().print(out)
+    console().print(f"the parent harness alone: {100 * table['parent_success']:.1f}% of the bundles' tasks")
     for name, (estimate, low, high, words) in table["best_success_differences"].items():
-        console.print(
+        console().print(
             f"best-patch success, {name}: {100 * estimate:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}], {words}"
         )

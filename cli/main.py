@@ -50,7 +50,11 @@ app.add_typer(harness_app, name="harness")
 app.add_typer(pool_app, name="pool")
 app.add_typer(editor_app, name="editor")
 app.add_typer(profiles_app, name="profiles")
-console = Console()
+
+
+def console() -> Console:
+    """A console per command, so a table takes the terminal's width (COLUMNS) when it runs, not at import."""
+    return Console()
 
 
 def warm_start_for(path: str, model: str | None):
@@ -88,7 +92,7 @@ def db_upgrade(
 
     target = open_database(url, write=True)
     upgrade(target)
-    console.print(f"database at {mask_url(target)} is at the latest revision")
+    console().print(f"database at {mask_url(target)} is at the latest revision")
 
 
 @env_app.command("check-gold")
@@ -112,7 +116,7 @@ def check_gold(
 
         report = import_module(f"envs.{name}.gold").check_gold(split, limit=limit)
     for line in report.format_lines():
-        console.print(line, highlight=False)
+        console().print(line, highlight=False)
 
 
 @data_app.command("build-train")
@@ -142,7 +146,7 @@ def build_train(
     check_output_folder(target, "the training split", "pass --out or set HS_GENERATED_DIR to a writable folder")
     records = build_train_split(target, seed=seed, n_tasks=n_tasks, tiers=parse_tiers(tiers))
     counts = {t: sum(r["tier"] == t for r in records) for t in parse_tiers(tiers)}
-    console.print(
+    console().print(
         f"wrote {len(records)} training tasks to {target} ({', '.join(f'{k}: {v}' for k, v in counts.items())})"
     )
 
@@ -162,7 +166,7 @@ def build_textworld(
     logging.basicConfig(format="%(message)s")
     path = build_split(split, limit)
     n = sum(1 for line in path.read_text().splitlines() if line.strip())
-    console.print(f"{n} TextWorld {split} games at {split_dir(split)} (index {path.name})")
+    console().print(f"{n} TextWorld {split} games at {split_dir(split)} (index {path.name})")
 
 
 @data_app.command("build-repair")
@@ -184,7 +188,7 @@ def build_repair(
     logging.basicConfig(format="%(message)s")
     build(projects=(project,) if project else None, max_per_file=per_file, seed=seed)
     counts = {split: len(load_split(split)) for split in ("train", "dev", "test")}
-    console.print(f"repair tasks at {task_set_dir()}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    console().print(f"repair tasks at {task_set_dir()}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 
 @app.command("eval")
@@ -270,7 +274,7 @@ def eval_cmd(
         result = evaluate(cfg, database_url=database_url)
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; rows already written are kept
         flow_failed("evaluation", exc)
-    views.print_metrics(console, cfg, result)
+    views.print_metrics(console(), cfg, result)
 
 
 @app.command("sft")
@@ -305,12 +309,12 @@ def sft_cmd(
         result = sft(cfg, database_url=database_url)
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; the registry never holds half a checkpoint
         flow_failed("warm start", exc)
-    console.print(
+    console().print(
         f"checkpoint {result['checkpoint']} ({result['demonstrations']} demonstrations, "
         f"{len(result['failed_replays'])} failed replays); held-out loss "
         f"{result['heldout_loss_before']} -> {result['heldout_loss_after']}"
     )
-    console.print(f"evaluate it: hs eval --model {result['checkpoint']} --checkpoint {result['checkpoint']}")
+    console().print(f"evaluate it: hs eval --model {result['checkpoint']} --checkpoint {result['checkpoint']}")
 
 
 @app.command("train")
@@ -362,7 +366,7 @@ def train_cmd(
         flow_failed("training", exc, "start the same command again to resume from the last finished update")
     finally:
         stop_workers()
-    views.print_training(console, result)
+    views.print_training(console(), result)
 
 
 @report_app.callback()
@@ -408,7 +412,7 @@ def report(
         ]
     )
     path = write_report(built, out, command)
-    console.print(
+    console().print(
         f"wrote {path} ({len(list(out.glob('*.png')))} figures) comparing " + ", ".join(m.label for m in built.methods),
         highlight=False,
         soft_wrap=True,
@@ -443,10 +447,10 @@ def report_training(
 
     with reading(database_url) as session:
         if not run_ids:
-            views.print_runs(console, store.training_runs(session))
+            views.print_runs(console(), store.training_runs(session))
             return
         rows = {run_id: summarise_training(*store.training_history(session, run_id)) for run_id in run_ids}
-    views.print_training_summary(console, rows)
+    views.print_training_summary(console(), rows)
 
 
 @traj_app.command("list")
@@ -464,7 +468,7 @@ def traj_list(
 
     with reading(database_url) as session:
         rows = store.list_trajectories(session, run_id=run, bench_task_id=task, success=success, limit=limit)
-        views.print_trajectory_table(console, rows)
+        views.print_trajectory_table(console(), rows)
 
 
 @traj_app.command("show")
@@ -479,7 +483,7 @@ def traj_show(
     from db import store
 
     with reading(database_url) as session:
-        views.print_trajectory(console, store.get_trajectory(session, trajectory_id), tokens)
+        views.print_trajectory(console(), store.get_trajectory(session, trajectory_id), tokens)
 
 
 @app.command("evolve")
@@ -509,7 +513,7 @@ def evolve_cmd(
         result = evolve(cfg, database_url=database_url)
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; finished runs persist and are skipped next time
         flow_failed("evolution", exc, "start the same command again to resume")
-    views.print_evolution(console, result)
+    views.print_evolution(console(), result)
 
 
 @pool_app.command("report")
@@ -538,7 +542,7 @@ def pool_report_cmd(
     open_database(database_url, write=True)
     from flows.pool_report import pool_report
 
-    views.print_pool_report(console, pool_report(cfg, database_url=database_url))
+    views.print_pool_report(console(), pool_report(cfg, database_url=database_url))
 
 
 @profiles_app.command("show")
@@ -554,7 +558,7 @@ def profiles_show(
     from db import store
 
     with reading(database_url) as session:
-        views.print_profile(console, store.newest_profile(session, harness, run, version))
+        views.print_profile(console(), store.newest_profile(session, harness, run, version))
 
 
 @harness_app.command("check")
@@ -582,7 +586,7 @@ def harness_check(
         spec = apply_patch(load_harness(parent), parse_patch(data))
     else:
         spec = load_harness(path)
-    views.print_harness_summary(console, spec)
+    views.print_harness_summary(console(), spec)
 
 
 from cli.db_copy import copy_cmd  # noqa: E402
