@@ -59,11 +59,12 @@ def print_bundles(summary: dict, database_url: str | None) -> None:
             table.add_row(
                 split, b.id[:12], b.family, ", ".join(b.causes), ", ".join(b.failing_tasks), str(len(b.controls))
             )
-    console().print(table)
+    terminal = console()
+    terminal.print(table)
     for split in ("train", "heldout"):
         s = summary[split]
-        console().print(f"{split}: {s['tasks']} tasks, {s['failed_tasks']} never solved, {len(s['bundles'])} bundles")
-    console().print("query them: SELECT id, split, family, causes FROM editor_bundles WHERE run_id = '...'")
+        terminal.print(f"{split}: {s['tasks']} tasks, {s['failed_tasks']} never solved, {len(s['bundles'])} bundles")
+    terminal.print("query them: SELECT id, split, family, causes FROM editor_bundles WHERE run_id = '...'")
 
 
 @editor_app.command("sft")
@@ -93,12 +94,13 @@ def sft_cmd(
     except Exception as exc:  # noqa: BLE001 - Prefect logged the traceback; finished re-runs are cached
         flow_failed("engineer cold start", exc, "start the same command again to resume")
     before, after = result["heldout_loss_before"], result["heldout_loss_after"]
-    console().print(
+    terminal = console()
+    terminal.print(
         f"{result['bundles']} training bundles, {result['candidates']} offline patches, {result['validated']} "
         f"validated -> engineer checkpoint {result['checkpoint']}"
         + (f" (held-out loss {before:.3f} -> {after:.3f})" if before is not None else "")
     )
-    console().print(f"the patches and their outcomes: SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'")
+    terminal.print(f"the patches and their outcomes: SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'")
 
 
 @editor_app.command("train")
@@ -139,8 +141,9 @@ def train_cmd(
             f"{h['editor/broken_mean']:.2f}",
             f"{h['train/loss']:.4f}",
         )
-    console().print(table)
-    console().print(
+    terminal = console()
+    terminal.print(table)
+    terminal.print(
         f"engineer checkpoint {result['checkpoint']}; its patches: "
         f"SELECT * FROM editor_patches WHERE run_id = '{result['run_id']}'"
     )
@@ -189,9 +192,10 @@ def print_comparison(table: dict) -> None:
             f"{e['broken_mean']:.2f}",
             f"{100 * e['best_success']:.1f}%",
         )
-    console().print(out)
-    console().print(f"the parent harness alone: {100 * table['parent_success']:.1f}% of the bundles' tasks")
+    terminal = console()
+    terminal.print(out)
+    terminal.print(f"the parent harness alone: {100 * table['parent_success']:.1f}% of the bundles' tasks")
     for name, (estimate, low, high, words) in table["best_success_differences"].items():
-        console().print(
+        terminal.print(
             f"best-patch success, {name}: {100 * estimate:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}], {words}"
         )

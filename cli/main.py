@@ -115,8 +115,9 @@ def check_gold(
         from importlib import import_module
 
         report = import_module(f"envs.{name}.gold").check_gold(split, limit=limit)
+    terminal = console()
     for line in report.format_lines():
-        console().print(line, highlight=False)
+        terminal.print(line, highlight=False)
 
 
 @data_app.command("build-train")
@@ -309,12 +310,13 @@ def sft_cmd(
         result = sft(cfg, database_url=database_url)
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; the registry never holds half a checkpoint
         flow_failed("warm start", exc)
-    console().print(
+    terminal = console()
+    terminal.print(
         f"checkpoint {result['checkpoint']} ({result['demonstrations']} demonstrations, "
         f"{len(result['failed_replays'])} failed replays); held-out loss "
         f"{result['heldout_loss_before']} -> {result['heldout_loss_after']}"
     )
-    console().print(f"evaluate it: hs eval --model {result['checkpoint']} --checkpoint {result['checkpoint']}")
+    terminal.print(f"evaluate it: hs eval --model {result['checkpoint']} --checkpoint {result['checkpoint']}")
 
 
 @app.command("train")
