@@ -18,6 +18,12 @@ export HS_DATA_DIR=${HS_DATA_DIR:-../shared/data}
 OUT=reports/dbbench-main
 EXPORT=$OUT/rows.db
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+# Each hs command runs in the background while the script waits for it, so a TERM or INT (timeout,
+# kill, Ctrl-C) reaches the script at once and is passed on: the step in flight stops too (it answers
+# after the torch operation in flight) instead of running on, orphaned.
+child=
+trap '[[ -n $child ]] && kill -TERM "$child" 2>/dev/null; wait; exit 143' TERM INT
+hs() { "$HS" "$@" & child=$!; wait "$child"; }
 if ! grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null; then   # docs/results.md: ~10x slower without
   log "warning: this CPU has no AMX/AVX-512 bf16: rollouts and updates run in fp32, about 10x slower; one method takes 6-9 h"
 fi
@@ -37,13 +43,13 @@ run_step() {
   if [[ -n $name ]] && exported "$name"; then log "$step: $name is in the export, skipped"; return; fi
   case $step in
     harness_s | grpo | h0_rescue | fixed_mixture)                  # RQ1/RQ2 (+ RQ4-RQ6 for harness_s)
-      log "pipeline $step"; $HS run configs/main/$step.yaml ;;
+      log "pipeline $step"; hs run configs/main/$step.yaml ;;
     random | fixed_profiles)                                       # RQ3: router ablations (training only)
       log "router $step"
-      $HS train --config configs/main/train_dbbench.yaml --set router.kind=$step --set name=$name ;;
+      hs train --config configs/main/train_dbbench.yaml --set router.kind=$step --set name=$name ;;
     pool) pool_reports ;;                                          # phenomena on real evidence
     frozen_evolution | harness_bandit | harnessx | whale | harness_forge | harnessx_coupled)   # the paper's table
-      log "baseline $step"; $HS run configs/baselines/$step.yaml ;;
+      log "baseline $step"; hs run configs/baselines/$step.yaml ;;
     *) echo "unknown step '$step'; steps: ${STEPS[*]} report" >&2; exit 2 ;;
   esac
 }
@@ -56,13 +62,13 @@ for run in harness-s grpo; do for u in 10 20; do POOL_RUNS+=(pool-$run-u$u); don
 pool_reports() {
   local args=(v1 --n-tasks 60 --k 2 --set report_dir=$OUT --set concurrency=2) name checkpoint   # 4 in flight: OOM at 24 GB
   exported pool-warm && log "pool-warm is in the export, skipped" \
-    || { log "pool report v1 on 60 tasks: warm start"; $HS pool report "${args[@]}" --warm-start configs/sft_dbbench_smol.yaml --set name=pool-warm; }
+    || { log "pool report v1 on 60 tasks: warm start"; hs pool report "${args[@]}" --warm-start configs/sft_dbbench_smol.yaml --set name=pool-warm; }
   for name in "${POOL_RUNS[@]:1}"; do
     if exported "$name"; then log "$name is in the export, skipped"; continue; fi
     run=${name#pool-}; run=${run%-u*}; u=${name##*-u}
     checkpoint=$(sqlite3 .hs/hs.db "SELECT c.id FROM checkpoints c JOIN runs r ON r.id = c.run_id WHERE r.name = 'main-$run-train' AND c.step = $u" 2>/dev/null || true)
     if [[ -z $checkpoint ]]; then log "$name: no checkpoint of main-$run-train at update $u here, skipped"; continue; fi
-    log "pool report v1 on 60 tasks: $checkpoint"; $HS pool report "${args[@]}" --model "$checkpoint" --set name=$name
+    log "pool report v1 on 60 tasks: $checkpoint"; hs pool report "${args[@]}" --model "$checkpoint" --set name=$name
   done
 }
 
@@ -81,7 +87,7 @@ if [[ $WORK == sqlite:///* && -f ${WORK#sqlite:///} ]]; then
       && finished+=(--run "$name")
   done
 fi
-if ((${#finished[@]})); then $HS db copy --from "$WORK" --to "sqlite:///$EXPORT" --no-turns "${finished[@]}"; fi
+if ((${#finished[@]})); then hs db copy --from "$WORK" --to "sqlite:///$EXPORT" --no-turns "${finished[@]}"; fi
 
 log "report"
 baselines=()
@@ -89,7 +95,7 @@ for step in grpo h0_rescue fixed_mixture random fixed_profiles "${BASELINES[@]}"
   exported "${RUN_NAME[$step]}" && baselines+=(--baseline "${RUN_NAME[$step]}")
 done
 for name in "${POOL_RUNS[@]}"; do exported "$name" && baselines+=(--pool-report "$name"); done
-$HS report --run main-harness-s "${baselines[@]}" --database-url "sqlite:///$EXPORT" --out $OUT
+hs report --run main-harness-s "${baselines[@]}" --database-url "sqlite:///$EXPORT" --out $OUT
 cp "$EXPORT" "$EXPORT.tmp" && sqlite3 "$EXPORT.tmp" VACUUM && xz -9f "$EXPORT.tmp" && mv "$EXPORT.tmp.xz" "$EXPORT.xz"
 # Re-run the report from the export alone (what tests/analysis/test_committed_report.py checks):
 #   xz -dk reports/dbbench-main/rows.db.xz && hs report --run main-harness-s --baseline main-grpo ... \
