@@ -24,6 +24,12 @@ SETTINGS = TrainerSettings(lr=1e-2, micro_batch=1)
 SIGNAL = (1.0, -1.0, 0.5)  # three micro-batches over two ranks: rank 1 runs one padding chunk
 
 
+def gloo_threads() -> int:
+    """This process's gloo worker threads (Linux names them pt_gloo_runloop)."""
+    tasks = Path("/proc/self/task")
+    return sum((t / "comm").read_text().strip() == "pt_gloo_runloop" for t in tasks.iterdir())
+
+
 def main(out: Path, stage: int) -> None:
     rank, _ = launched_world()
     init_process_group("cpu")
@@ -38,9 +44,11 @@ def main(out: Path, stage: int) -> None:
         stats = trainer.update(batch(advantages=SIGNAL))
         idle = trainer.update(batch(advantages=(0.0, 0.0)))
         trainer.save_state(out / "state.pt")
+        in_group = gloo_threads()
         stop_workers()
         left = not torch.distributed.is_initialized()
-        summary = {"first": stats, "idle": idle, "updates": trainer.updates, "left": left}
+        threads = {"in_group": in_group, "left": gloo_threads()}
+        summary = {"first": stats, "idle": idle, "updates": trainer.updates, "left": left, "gloo_threads": threads}
         (out / "stats.json").write_text(json.dumps(summary))
         reference = TorchTrainer(tiny_model(), SETTINGS, 0)  # one process, the whole batch
         reference.update(batch(advantages=SIGNAL))
