@@ -45,21 +45,22 @@ def init_process_group(device: str) -> None:
     if gpu:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     minutes = float(os.environ.get("HS_DIST_TIMEOUT_MIN", "480"))
-    _import_deepspeed_comm()
+    _deepspeed_comm()  # imported before the group exists: see there
     dist.init_process_group("nccl" if gpu else "gloo", timeout=timedelta(minutes=minutes))
 
 
-def _import_deepspeed_comm() -> None:
-    """Import DeepSpeed's communication backend before the group exists. Its barrier methods take
-    the world group as a default argument, bound when the module is first imported: imported after
-    init, they keep the group alive past destroy_process_group, and its gloo threads are then torn
-    down during interpreter exit, where one still releasing a tensor can abort the process
-    ("terminate called without an active exception"). Imported first, the default is None and the
-    group ends in _leave_group."""
+def _deepspeed_comm():
+    """DeepSpeed's communication module (None without DeepSpeed), imported before the group exists.
+    Its backend's barrier methods take the world group as a default argument, bound at first import:
+    imported after init, they keep the group alive past destroy_process_group, and its gloo threads
+    are then torn down during interpreter exit, where one still releasing a tensor can abort the
+    process ("terminate called without an active exception"). Imported first, the default is None
+    and the group ends in _leave_group."""
     try:
-        import deepspeed.comm.torch  # noqa: F401
+        import deepspeed.comm
     except ImportError:  # without DeepSpeed, building the DataParallelTrainer fails and says so
-        pass
+        return None
+    return deepspeed.comm
 
 
 def _broadcast(message: tuple | None) -> tuple:
@@ -131,10 +132,7 @@ def _leave_group() -> None:
     """Every rank: wait for the others, then tear the group down. A rank that exits with the group
     still up can abort at interpreter exit while its communication threads are running."""
     dist.barrier()
-    try:
-        import deepspeed.comm as ds_comm
-    except ImportError:
-        ds_comm = None
+    ds_comm = _deepspeed_comm()
     if ds_comm is not None and ds_comm.is_initialized():
         ds_comm.destroy_process_group()  # also drops DeepSpeed's own copies of the groups
     else:
