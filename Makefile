@@ -18,6 +18,7 @@ setup:
 	$(PIP) install -q --no-deps textworld==1.7.0 jericho==3.3.1 bfcl-eval==2026.3.23
 	$(PIP) install -q --no-build-isolation deepspeed==0.19.8
 	$(PIP) install -q -e '.[test]'
+	@command -v bwrap >/dev/null || echo "note: bubblewrap is missing: model-written code (hooks, tests, API calls, games) needs it: apt-get install bubblewrap" >&2
 
 test:
 	$(VENV)/bin/pytest -q

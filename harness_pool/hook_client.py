@@ -14,24 +14,26 @@ with every call, so one episode's state can never reach another's.
 from __future__ import annotations
 
 import atexit
-import json
-import os
-import select
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
-import time
 import uuid
 from pathlib import Path
 
+import harness_pool
 from harness_pool.sandbox import LIMITS, HookFailure, SandboxLimits
+from sandbox import JsonWorker, Layout, Limits, SandboxUnavailable, WorkerGone, confinement
 
-WORKER_SCRIPT = Path(__file__).with_name("hook_worker.py")
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = Path(harness_pool.__file__).resolve().parent
 STARTUP_TIMEOUT_S = 60.0
 MAX_REPLY_BYTES = 1 << 20
+LIFETIME_CPU_SECONDS = 7 * 24 * 3600  # the worker re-arms a per-call CPU limit below this itself
+
+
+def worker_sandbox(limits: SandboxLimits = LIMITS) -> tuple[Layout, Limits]:
+    """The hook worker's file system (the interpreter and this package, read-only) and limits."""
+    layout = Layout(read_only=(str(PACKAGE_DIR),), tmpfs=(), cwd="/")
+    return layout, Limits(memory_bytes=limits.memory_bytes, cpu_seconds=LIFETIME_CPU_SECONDS, file_bytes=0,
+                          open_files=32, processes=0)  # fmt: skip
 
 
 class HookWorker:
@@ -41,95 +43,47 @@ class HookWorker:
         self.generation = 0  # bumped at every (re)start; sessions re-open their hooks when it moves
         self.restarts = 0
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen | None = None
-        self._owner = os.getpid()
-        self._root: str | None = None
-        self._buffer = b""
+        self._worker: JsonWorker | None = None
 
     # -- process lifecycle --------------------------------------------------------------------
     def _alive(self) -> bool:
-        return self._proc is not None and self._owner == os.getpid() and self._proc.poll() is None
+        return self._worker is not None and self._worker.alive()
 
     def _start(self) -> None:
-        if self._owner != os.getpid():  # a forked child: its parent's worker and pipes are not ours
-            self._proc, self._root, self._owner = None, None, os.getpid()
         self._stop()
-        self._root = tempfile.mkdtemp(prefix="hs-hook-root-")
-        os.chmod(self._root, 0o555)  # empty and read-only: the worker's whole file system after chroot
-        command = [
-            sys.executable,
-            "-I",
-            str(WORKER_SCRIPT),
-            self._root,
-            str(PROJECT_ROOT),
-            str(self.limits.memory_bytes),
-        ]
-        self._proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={},
-            cwd=self._root,
-            close_fds=True,
-        )
-        self._buffer = b""
-        hello = self._read_line(STARTUP_TIMEOUT_S)
+        layout, limits = worker_sandbox(self.limits)
+        try:
+            self._worker = JsonWorker([sys.executable, "-I", "-B", "-m", "harness_pool.hook_worker"], layout, limits,
+                                      MAX_REPLY_BYTES)  # fmt: skip
+            hello = self._worker.read(STARTUP_TIMEOUT_S)
+        except SandboxUnavailable as exc:
+            raise HookFailure(str(exc)) from None
+        except WorkerGone as exc:
+            self._worker = None
+            raise HookFailure(f"the hook worker did not start: {exc}") from None
         if not hello.get("ready"):
             self._stop()
             raise HookFailure(f"the hook worker did not start: {hello.get('error', hello)}")
-        self.confinement = hello["confinement"]
+        self.confinement = confinement(layout, limits)
         self.generation += 1
 
     def _stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and self._owner == os.getpid():
-            proc.kill()
-            proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                stream.close()
-        if self._root is not None:
-            shutil.rmtree(self._root, ignore_errors=True)
-            self._root = None
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.stop()
 
     def close(self) -> None:
         with self._lock:
             self._stop()
 
     # -- one request, one reply ---------------------------------------------------------------
-    def _read_line(self, timeout: float) -> dict:
-        assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._kill(f"wall-clock limit of {timeout:g} s exceeded")
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                self._kill("the hook worker died (memory or CPU limit)")
-            self._buffer += chunk
-            if len(self._buffer) > MAX_REPLY_BYTES:
-                self._kill(f"the hook's reply is over {MAX_REPLY_BYTES} bytes")
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def _kill(self, why: str):
-        self._stop()
-        self.restarts += 1
-        raise HookFailure(f"{why}; the hook worker was restarted")
-
     def _exchange(self, payload: dict, timeout: float) -> dict:
-        assert self._proc is not None and self._proc.stdin is not None
         try:
-            self._proc.stdin.write((json.dumps(payload) + "\n").encode())
-            self._proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self._kill("the hook worker had died")
-        return self._read_line(timeout)
+            return self._worker.ask(payload, timeout)
+        except WorkerGone as exc:
+            self._worker = None
+            self.restarts += 1
+            raise HookFailure(f"{exc}; the hook worker was restarted") from None
 
     def call(self, session: HookSession, hook: str, ctx: dict) -> dict[str, str]:
         """One hook call for `session`: the effects, with `session.notebook` updated on success."""
@@ -148,9 +102,12 @@ class HookWorker:
                     continue
                 break
         if "error" in reply:
-            raise HookFailure(reply["error"])
-        session.notebook = reply["nb"]
-        return reply["effects"]
+            raise HookFailure(clean_text(str(reply["error"]))[:500])
+        effects, notebook = reply.get("effects"), reply.get("nb")
+        if not isinstance(effects, dict) or not isinstance(notebook, dict):
+            raise HookFailure("the hook worker's reply has no effects and notebook")
+        session.notebook = clean_json(notebook)
+        return {str(k): clean_text(v) if isinstance(v, str) else v for k, v in effects.items()}
 
     def _open(self, session: HookSession) -> None:
         limits = {
@@ -181,6 +138,22 @@ class HookWorker:
         with self._lock:
             if self._alive() and session.generation == self.generation:
                 self._exchange({"op": "close", "episode": session.id}, STARTUP_TIMEOUT_S)
+
+
+def clean_text(text: str) -> str:
+    """The text with lone surrogates (not encodable as UTF-8) replaced."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def clean_json(value):
+    """A JSON value (depth already checked by the worker protocol) with every string cleaned."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [clean_json(v) for v in value]
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_json(v) for k, v in value.items()}
+    return value
 
 
 class HookSession:

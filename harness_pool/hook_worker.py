@@ -1,14 +1,10 @@
 """The hook worker: the only process that executes harness code hooks.
 
-Started by harness_pool/hook_client.py as `python -I hook_worker.py ROOT PROJECT MEMORY_BYTES`, with an empty
-environment. Before it reads any request it confines itself (what worked is reported in the
-first line it writes, and `hs harness check` and docs/security.md describe it):
-- the parent's death kills it (PR_SET_PDEATHSIG), and it gains no privileges (PR_SET_NO_NEW_PRIVS);
-- a new network namespace (no interface but a down loopback), when the kernel allows it;
-- chroot into ROOT, an empty directory the parent made read-only, so no file can be read or
-  written; then, when started as root, the unprivileged user nobody (65534);
-- rlimits: address space, CPU seconds (re-armed before each call), no file writes, no forks,
-  few file descriptors, no core dumps.
+Started by harness_pool/hook_client.py as `python -I -B -m harness_pool.hook_worker MEMORY_BYTES`
+inside the platform's sandbox (sandbox/jail.py: the user nobody, no network, a private PID
+namespace, a file system of nothing but the read-only interpreter, its libraries and this
+package, an empty environment, no file writes, no new processes, address-space and CPU limits).
+The CPU limit is re-armed before each call, so one call cannot use more than its share.
 
 Protocol: one JSON object per line on stdin, one reply per line on stdout. Plain JSON crosses
 the boundary, so no object of the parent ever reaches hook code.
@@ -27,26 +23,10 @@ import os
 import resource
 import sys
 
-# The worker is started with -I (no sys.path from the environment, no user site); its first
-# argument after the root tells it where the project is, so it can import the sandbox policy.
-if __name__ == "__main__":
-    sys.path.insert(0, sys.argv[2])
-
-from envs.confinement import confine  # noqa: E402
-from harness_pool.sandbox import HookFailure, SandboxError, SandboxLimits, call_hook, compile_hook  # noqa: E402
+from harness_pool.sandbox import HookFailure, SandboxError, SandboxLimits, call_hook, compile_hook
 
 MAX_REQUEST_BYTES = 4 << 20
 MAX_EPISODES = 4096
-
-
-def confine_worker(root: str, limits: SandboxLimits) -> dict:
-    """Apply every confinement the platform allows; returns what was applied."""
-    applied = confine(
-        {"RLIMIT_AS": limits.memory_bytes, "RLIMIT_FSIZE": 0, "RLIMIT_CORE": 0, "RLIMIT_NOFILE": 16, "RLIMIT_NPROC": 0},
-        chroot_to=root,
-    )
-    os.environ.clear()
-    return applied
 
 
 def _arm_cpu_limit(seconds: int) -> None:
@@ -108,11 +88,11 @@ def _reply(out, payload: dict) -> None:
     out.flush()
 
 
-def serve(root: str, memory_bytes: int) -> None:
-    applied = confine_worker(root, SandboxLimits(memory_bytes=memory_bytes))
+def serve() -> None:
+    os.environ.clear()
     worker = Worker()
     stdin, stdout = sys.stdin.buffer, sys.stdout
-    _reply(stdout, {"ready": True, "confinement": applied})
+    _reply(stdout, {"ready": True})
     while True:
         line = stdin.readline(MAX_REQUEST_BYTES)
         if not line:
@@ -134,4 +114,4 @@ def serve(root: str, memory_bytes: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[3]))
+    serve()

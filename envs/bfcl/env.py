@@ -9,31 +9,35 @@ with the benchmark's rules: a turn whose ground truth calls something needs at l
 from the agent, and a turn whose ground truth is empty is not checked. Success: every turn
 reached and passed.
 
-Both sets of objects live in a child process of their own (envs/bfcl/worker.py), bounded in CPU,
-memory and wall-clock time per request: a call that overruns ends the episode as a failure
-(error "api_timeout") and nothing else is affected.
+Both sets of objects live in a sandboxed process of their own (envs/bfcl/worker.py in
+sandbox/jail.py's sandbox), bounded in CPU, memory and wall-clock time per request: a call that
+overruns, or a reply that is not one, ends the episode as a failure (error "api_timeout") and
+nothing else is affected.
 """
 
 from __future__ import annotations
 
 import copy
 import importlib
-import json
-import select
-import subprocess
 import sys
-import tempfile
-import time
+from pathlib import Path
 
+import envs
+import sandbox
 from envs.base import Action, CallAction, ReplyAction, StepResult, Verdict
 from envs.bfcl.calls import clip
 from envs.bfcl.data import API_MODULES, STATELESS, BfclTask
 from envs.bfcl.docs import function_list
+from sandbox import JsonWorker, Layout, Limits, WorkerGone
 
 DEFAULT_MAX_ROUNDS = 30
 WALL_SECONDS_PER_REQUEST = 10.0
 WORKER_MEMORY_BYTES = 2 << 30
 WORKER_CPU_SECONDS = 120
+STARTUP_SECONDS = 60.0
+MAX_REPLY_BYTES = 4 << 20
+ENVS_DIR = Path(envs.__file__).resolve().parent  # the worker imports envs.bfcl (and, through it, sandbox)
+SANDBOX_DIR = Path(sandbox.__file__).resolve().parent
 _SOURCE = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
 
 
@@ -54,51 +58,13 @@ def public_methods(objects: dict) -> set[str]:
     }
 
 
-class WorkerGone(RuntimeError):
-    """The episode's worker overran its limits or died."""
-
-
-class _Worker:
-    def __init__(self) -> None:
-        self.home = tempfile.TemporaryDirectory(prefix="hs-bfcl-")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "envs.bfcl.worker", str(WORKER_MEMORY_BYTES), str(WORKER_CPU_SECONDS)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=self.home.name,
-            env={},  # nothing of the parent's environment (API keys, database URLs) reaches it
-        )
-
-    def ask(self, request: dict, wall_seconds: float | None = None) -> dict:
-        wall_seconds = WALL_SECONDS_PER_REQUEST if wall_seconds is None else wall_seconds
-        try:
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.stop()
-            raise WorkerGone("the API process is gone") from None
-        deadline, line = time.monotonic() + wall_seconds, b""
-        while not line.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
-            if not ready:
-                self.stop()
-                raise WorkerGone(f"an API call ran longer than {wall_seconds:.0f} s")
-            chunk = self.proc.stdout.readline()
-            if not chunk:
-                self.stop()
-                raise WorkerGone("the API process stopped (over its memory or CPU limit)")
-            line += chunk
-        return json.loads(line)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            stream.close()
-        self.home.cleanup()
+def _start_worker() -> JsonWorker:
+    """The episode's API process, in the sandbox: the interpreter and this package read-only, a
+    small private /tmp, no network, no new processes, memory and CPU limits."""
+    layout = Layout(read_only=(str(ENVS_DIR), str(SANDBOX_DIR)), tmpfs=(("/tmp", 4 << 20),), cwd="/tmp",
+                    env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})  # fmt: skip
+    limits = Limits(memory_bytes=WORKER_MEMORY_BYTES, cpu_seconds=WORKER_CPU_SECONDS, file_bytes=0, open_files=64)
+    return JsonWorker([sys.executable, "-I", "-B", "-m", "envs.bfcl.worker"], layout, limits, MAX_REPLY_BYTES)
 
 
 class BfclEnv:
@@ -109,20 +75,24 @@ class BfclEnv:
         self.max_rounds = max_rounds
         self.rounds_used = 0
         self.done = False
-        self.worker: _Worker | None = None
+        self.worker: JsonWorker | None = None
         self.turn_checks: list[dict] = []
         self.crash: str | None = None
 
     def reset(self) -> str:
         self.close()
-        self.worker = _Worker()
+        self.rounds_used, self.done, self.turn, self.crash = 0, False, 0, None
         task = {
             "involved_classes": list(self.task.involved_classes),
             "initial_config": self.task.initial_config,
             "long_context": self.task.category == "long_context",
         }
-        self.worker.ask({"op": "reset", "task": task}, wall_seconds=60.0)
-        self.rounds_used, self.done, self.turn, self.crash = 0, False, 0, None
+        try:
+            self.worker = _start_worker()
+            self.worker.read(STARTUP_SECONDS)
+            self.worker.ask({"op": "reset", "task": task}, STARTUP_SECONDS)
+        except WorkerGone as exc:  # the episode starts, and its first step says the APIs are gone
+            self.crash = f"the API process did not start: {exc}"
         self.turn_called = False
         self.turn_checks = []
         return self._request(0)
@@ -135,7 +105,7 @@ class BfclEnv:
         return "\n\n".join(parts)
 
     def step(self, action: Action) -> StepResult:
-        if self.worker is None:
+        if self.worker is None and self.crash is None:
             raise RuntimeError("call reset() before step()")
         if self.done:
             raise RuntimeError(f"episode of {self.task.id} is over; call verify() or reset()")
@@ -149,14 +119,22 @@ class BfclEnv:
                 raise TypeError(f"BFCL takes CallAction or ReplyAction, got {action!r}")
         except WorkerGone as exc:
             self.crash, self.done = str(exc), True
+            self.close()
             return StepResult(f"Error: {exc}; the session is over.", True, "api_timeout")
         if not self.done and self.rounds_used >= self.max_rounds:
             self.done = True
         return StepResult(result.observation, self.done, result.error, result.outcome)
 
+    def _ask(self, request: dict) -> dict:
+        if self.worker is None:
+            raise WorkerGone(self.crash or "the API process is gone")
+        return self.worker.ask(request, WALL_SECONDS_PER_REQUEST)
+
     def _call(self, action: CallAction) -> StepResult:
         texts = [call.text() for call in action.calls]
-        results = self.worker.ask({"op": "call", "calls": texts})["results"]
+        results = self._ask({"op": "call", "calls": texts}).get("results")
+        if not isinstance(results, list) or len(results) != len(texts) or not all(isinstance(r, str) for r in results):
+            raise WorkerGone("the API process answered something that is not a list of results")
         self.turn_called = True
         failed = any(r.startswith("Error during execution") for r in results)
         lines = [f"{text} -> {clip(result)}" for text, result in zip(texts, results)]
@@ -164,7 +142,10 @@ class BfclEnv:
 
     def _end_turn(self) -> StepResult:
         request = {"op": "end_turn", "turn": self.turn, "truth": list(self.task.ground_truth[self.turn])}
-        self.turn_checks.append(self.worker.ask({**request, "agent_called": self.turn_called})["check"])
+        check = self._ask({**request, "agent_called": self.turn_called}).get("check")
+        if not isinstance(check, dict) or not isinstance(check.get("valid"), bool):
+            raise WorkerGone("the API process answered something that is not a turn check")
+        self.turn_checks.append(check)
         self.turn, self.turn_called = self.turn + 1, False
         if self.turn >= len(self.task.turns):
             self.done = True

@@ -3,12 +3,14 @@
 The policy's calls reach only public methods of the API objects, with literal arguments, but a
 method can still be asked for unbounded work (`power(base=10, exponent=10**9)`, a million digits
 of precision) or change process-wide state (mpmath's precision is global). So each rollout's
-objects live in their own child process, started with CPU, memory and file-size limits, an empty
-environment and an empty working directory; the parent kills it when a request overruns its
-wall-clock limit. An audit hook, installed before the first request and irremovable, refuses
-sockets, new processes, signals, library loading and any change to the file system (the APIs
-only simulate files in memory), so a method cannot reach the network or the host even where the
-platform gives no network namespace. Requests and replies are JSON lines on stdin/stdout:
+objects live in their own process in the platform's sandbox (sandbox/jail.py: the user nobody,
+no network, a private PID namespace, the interpreter and the envs package read-only, a small
+private /tmp, no file writes, no new processes, memory and CPU limits, an empty environment);
+the parent kills it when a request overruns its wall-clock limit. An audit hook, installed
+before the first request, stays as defence in depth: it refuses sockets, new processes,
+signals, library loading and any change to the file system (the APIs only simulate files in
+memory). Requests and replies are JSON lines on stdin/stdout; the first line out is
+{"ready": true}:
   {"op": "reset", "task": {...}}                          -> {"ok": true}
   {"op": "call", "calls": ["cd(folder='x')", ...]}        -> {"results": ["...", ...]}
   {"op": "end_turn", "turn": i, "truth": [...], "agent_called": bool} -> {"check": {...}}
@@ -18,15 +20,6 @@ from __future__ import annotations
 
 import json
 import sys
-
-
-def _limit_resources(memory_bytes: int, cpu_seconds: int) -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # no file can grow: the APIs are in memory
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 _REFUSED_EVENTS = frozenset(
@@ -148,10 +141,10 @@ class Episode:
 
 
 def main() -> None:
-    memory, cpu = int(sys.argv[1]), int(sys.argv[2])
-    _limit_resources(memory, cpu)
     seal()
     episode = None
+    sys.stdout.write(json.dumps({"ready": True}) + "\n")
+    sys.stdout.flush()
     for line in sys.stdin:
         request = json.loads(line)
         if request["op"] == "reset":

@@ -188,11 +188,8 @@ def modules_with_tests(p: Project, source: Path) -> list[tuple[str, tuple[str, .
 
 # -- the build ---------------------------------------------------------------------------------
 def _working_copy(source: Path, root: Path) -> Path:
-    from envs.repair.testing import hand_to_runner
-
     work = Path(tempfile.mkdtemp(prefix="hs-repair-work-", dir=root))
     shutil.copytree(source, work / "repo")
-    hand_to_runner(work / "repo")
     return work / "repo"
 
 

@@ -55,13 +55,16 @@ def behaviour_tags(steps, submitted: bool) -> list[str]:
 
 
 def failure_kind(verdict: Verdict, end_reason: str, steps) -> str | None:
-    """format_error / context_overflow first; then no_edit (submitted or ran out without a
+    """format_error / context_overflow first; then tampered (the judged run's report or its
+    sentinel tests were interfered with), no_edit (submitted or ran out without a
     successful replace), tests_error (the judged run timed out or crashed), broke_other_tests
     (the failing tests pass but others broke), else not_fixed."""
     if verdict.success:
         return None
     if end_reason in ("format_error", "context_overflow"):
         return end_reason
+    if verdict.details.get("tests_error") == "tests_tampered":
+        return "tampered"
     if not verdict.details.get("edited"):
         return "no_edit"
     if verdict.details.get("tests_error"):

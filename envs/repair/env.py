@@ -9,20 +9,24 @@ through CallAction with these functions (a tool view turns its text into them):
   replace(path, old, new)              replace the one exact occurrence of `old`
   run_tests(tests=None)                the task's test files (or these test ids), confined
   submit()                             end the episode
-Every observation is capped; a bad call is an error observation, never an exception. Success:
-after the episode, with the test files restored from the pristine copy, every FAIL_TO_PASS and
-every PASS_TO_PASS test passes (envs/repair/testing.py runs them in a confined process).
+Every observation is capped; a bad call is an error observation, never an exception, and the
+environment never follows a link inside the copy. Success (envs/repair/judge.py): in a fresh
+pristine tree that takes only the policy's changes to the package's own modules, with sentinel
+tests added, every FAIL_TO_PASS and every PASS_TO_PASS test passes in a fresh sandbox, and the
+sentinels come back as they must (else the episode is `tampered`, reward 0).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from envs.base import Action, CallAction, StepResult, ToolCall, Verdict
 from envs.repair.data import RepairTask, project
-from envs.repair.testing import Limits, TestRun, hand_to_runner, run_tests
+from envs.repair.judge import build_tree, tampered
+from envs.repair.testing import Limits, TestRun, run_tests
 
 DEFAULT_MAX_ROUNDS = 20
 READ_LINES = 120
@@ -69,7 +73,6 @@ class RepairEnv:
         if source[inj["start"] : inj["end"]] != inj["original"]:
             raise RuntimeError(f"{self.task.id}: the pristine {self.task.file} does not match the task; rebuild")
         target.write_text(source[: inj["start"]] + inj["replacement"] + source[inj["end"] :], encoding="utf-8")
-        hand_to_runner(self.repo)
         self.rounds_used, self.done, self.edited, self.test_runs, self._verdict = 0, False, [], 0, None
         p = project(self.task.project)
         return (
@@ -122,9 +125,12 @@ class RepairEnv:
     def _path(self, path, must_exist: bool = True) -> Path:
         if not isinstance(path, str) or not path.strip():
             raise CallRefused("path must be a non-empty string relative to the repository")
-        full = (self.repo / path.strip()).resolve()
+        asked = Path(os.path.abspath(self.repo / path.strip()))
+        full = asked.resolve()
         if full != self.repo.resolve() and self.repo.resolve() not in full.parents:
             raise CallRefused(f"{path} is outside the repository")
+        if full != asked:
+            raise CallRefused(f"{path} goes through a link; links in the repository are not followed")
         if must_exist and not full.exists():
             raise CallRefused(f"{path} does not exist; list_files shows what does")
         return full
@@ -138,7 +144,7 @@ class RepairEnv:
             raise CallRefused(f"{path} is a file, not a folder")
         names = sorted(
             self._rel(f) for f in folder.rglob("*")
-            if f.is_file() and not any(part in ("__pycache__", ".scratch") for part in f.parts)
+            if _plain_file(f) and not any(part in ("__pycache__", ".scratch") for part in f.parts)
         )  # fmt: skip
         shown = names[:MAX_LISTED]
         more = f"\n[{len(names) - MAX_LISTED} more files]" if len(names) > MAX_LISTED else ""
@@ -148,6 +154,8 @@ class RepairEnv:
         full = self._path(path)
         if not full.is_file():
             raise CallRefused(f"{path} is a folder; list_files shows its files")
+        if not _plain_file(full):
+            raise CallRefused(f"{path} is not a plain file of the repository")
         if not isinstance(start, int) or (end is not None and not isinstance(end, int)):
             raise CallRefused("start and end are line numbers")
         lines = full.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -163,6 +171,7 @@ class RepairEnv:
             raise CallRefused("search needs non-empty text")
         folder = self._path(path)
         files = [folder] if folder.is_file() else sorted(folder.rglob("*.py"))
+        files = [f for f in files if _plain_file(f)]
         matches = []
         for f in files:
             for n, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
@@ -175,8 +184,8 @@ class RepairEnv:
 
     def _replace(self, path: str, old: str, new: str) -> str:
         full = self._path(path)
-        if not full.is_file():
-            raise CallRefused(f"{path} is not a file")
+        if not full.is_file() or not _plain_file(full):
+            raise CallRefused(f"{path} is not a plain file of the repository")
         if not isinstance(old, str) or not isinstance(new, str) or not old:
             raise CallRefused("replace needs the exact text to replace (old) and its replacement (new)")
         if len(new) > MAX_EDIT_CHARS:
@@ -208,29 +217,44 @@ class RepairEnv:
 
     # -- judgement ---------------------------------------------------------------------------
     def verify(self) -> Verdict:
-        """Test files restored from the pristine copy, then every FAIL_TO_PASS and PASS_TO_PASS test must pass."""
+        """Judge a fresh pristine tree with the policy's accepted changes (envs/repair/judge.py)."""
         if self._verdict is not None:
             return self._verdict
         if self.repo is None:
             raise RuntimeError("no repository: call reset() first, and verify() before close()")
-        for test_file in self.task.test_files:
-            shutil.copyfile(self.task.pristine / test_file, self.repo / test_file)
-        run = run_tests(self.repo, list(self.task.test_files), self.limits)
+        with tempfile.TemporaryDirectory(prefix="hs-repair-judge-") as home:
+            tree = build_tree(self.task, self.repo, Path(home))
+            run = run_tests(tree.root, list(self.task.test_files), self.limits)
+        forged = tampered(run.outcomes, tree.sentinels) if run.error is None else []
+        error = "tests_tampered" if forged else run.error
         f2p = [t for t in self.task.fail_to_pass if run.passed(t)]
         p2p_broken = [t for t in self.task.pass_to_pass if not run.passed(t)]
-        success = run.error is None and len(f2p) == len(self.task.fail_to_pass) and not p2p_broken
+        success = error is None and len(f2p) == len(self.task.fail_to_pass) and not p2p_broken
         details = {
             "fail_to_pass_passed": len(f2p), "fail_to_pass": len(self.task.fail_to_pass),
-            "pass_to_pass_broken": p2p_broken[:20], "tests_error": run.error, "edited": list(self.edited),
+            "pass_to_pass_broken": p2p_broken[:20], "tests_error": error, "edited": list(self.edited),
+            "judged": tree.accepted, "dropped": tree.dropped[:20], "sentinels_off": forged[:4],
             "test_runs": self.test_runs, "rounds_used": self.rounds_used, "test_seconds": round(run.seconds, 2),
+            "confinement": run.confinement.get("sandbox"),
         }  # fmt: skip
         self._verdict = Verdict(reward=1.0 if success else 0.0, success=success, details=details)
         return self._verdict
 
 
+def _plain_file(path: Path) -> bool:
+    """A regular file with one link, not a link itself (what the parent reads or edits)."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return path.is_file() and not path.is_symlink() and info.st_nlink == 1
+
+
 def _summary(run: TestRun) -> str:
     if run.error == "tests_timeout":
         return "The test run was stopped: it passed its time limit."
+    if run.error == "tests_tampered":
+        return "The test run's report was tampered with; no outcome is shown."
     if run.error == "tests_crashed" and not run.outcomes:
         return cap("The test run crashed before reporting:\n" + run.output[-2_000:], 2_500)
     counts: dict[str, int] = {}

@@ -3,6 +3,7 @@ the per-rollout API process, the call parser, the tool views and whole episodes.
 
 from __future__ import annotations
 
+
 import random
 import subprocess
 import sys
@@ -88,9 +89,10 @@ def test_a_call_that_runs_without_bound_ends_only_its_own_episode(monkeypatch):
 
 def test_the_api_process_sees_none_of_the_parents_environment(monkeypatch):
     monkeypatch.setenv("HS_SECRET_FOR_TEST", "x")
-    worker = bfcl_env._Worker()
+    worker = bfcl_env._start_worker()
     try:
-        assert Path(f"/proc/{worker.proc.pid}/environ").read_bytes() == b""
+        assert worker.read(60).get("ready")
+        assert Path(f"/proc/{worker.proc.pid}/environ").read_bytes() == b""  # bwrap, started with none
     finally:
         worker.stop()
 

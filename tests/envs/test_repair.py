@@ -17,7 +17,7 @@ from envs.registry import behaviours
 from envs.repair.data import build, load_split, split_of, task_set_dir
 from envs.repair.env import RepairEnv
 from envs.repair.gold import check_gold
-from envs.repair.testing import Limits, hand_to_runner, run_tests
+from envs.repair.testing import Limits, run_tests
 from harness_pool.spec import load_harness
 from harness_pool.tool_view import parse_action
 from rl.policy import Sampling
@@ -111,18 +111,24 @@ def test_no_secret():
     lambda: socket.create_connection(("127.0.0.1", 5432), timeout=1),
     lambda: subprocess.run(["true"]),
     lambda: open({str(outside)!r}).read(),
-    lambda: open({str(tmp_path / "new.txt")!r}, "w"),
     lambda: os.remove({str(outside)!r}),
 ])
 def test_refused(attempt):
     with pytest.raises(OSError):
         attempt()
 
-def test_own_copy_is_writable():
-    open("scratch.txt", "w").write("ok")
+def test_a_write_beside_the_copy_stays_in_the_sandbox():
+    try:
+        open({str(tmp_path / "new.txt")!r}, "w").write("inside")
+    except OSError:
+        pass
+
+def test_own_copy_is_read_only_and_tmp_is_writable():
+    with pytest.raises(OSError):
+        open("scratch.txt", "w")
+    open("/tmp/scratch.txt", "w").write("ok")
 """
     )
-    hand_to_runner(repo)
     monkeypatch.chdir(tmp_path)
     run = run_tests(Path("repo"), ["test_escape.py"])  # a relative path, as under HS_GENERATED_DIR=.hs/data
     assert run.error is None and run.outcomes and set(run.outcomes.values()) == {"passed"}, run.output[-2000:]

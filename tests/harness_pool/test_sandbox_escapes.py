@@ -220,23 +220,17 @@ def test_the_worker_reports_its_confinement():
     try:
         HookSession([("ok", _hook("return None"))], worker).call("ok", {})
         applied = worker.confinement
-        assert applied["RLIMIT_AS"] == LIMITS.memory_bytes and applied["RLIMIT_FSIZE"] == 0
-        assert applied["die_with_parent"] and applied["no_new_privs"]
-        if os.geteuid() == 0:  # CI runs as root: every layer is available
-            assert applied["chroot"] and applied["network_namespace"] and applied["uid"] == 65534
+        assert applied["sandbox"] == "bwrap" and applied["network"] == "none" and applied["pid_namespace"]
+        assert applied["memory_bytes"] == LIMITS.memory_bytes and applied["file_bytes"] == 0
+        assert applied["processes"] == 0 and applied["user"] != 0
     finally:
         worker.close()
 
 
 _RAW_ESCAPES = """
-import json, os, socket, sys, tempfile
-sys.path.insert(0, sys.argv[1])
-from harness_pool.hook_worker import confine_worker as confine
-from harness_pool.sandbox import SandboxLimits
-root = tempfile.mkdtemp(); os.chmod(root, 0o555)
-sentinel = sys.argv[2]
-applied = confine(root, SandboxLimits())
-out = {"applied": applied}
+import json, os, socket, sys
+sentinel = sys.argv[1]
+out = {}
 def attempt(name, fn):
     try:
         out[name] = ["ran", repr(fn())[:200]]
@@ -245,35 +239,35 @@ def attempt(name, fn):
 attempt("write_sentinel", lambda: open(sentinel, "w").write("x"))
 attempt("write_tmp", lambda: open("/tmp/x", "w").write("x"))
 attempt("read_passwd", lambda: open("/etc/passwd").read())
-attempt("read_environ", lambda: open("/proc/self/environ").read())
+attempt("read_every_environ", lambda: [open(f"/proc/{p}/environ").read() for p in os.listdir("/proc") if p.isdigit()])
 attempt("shell", lambda: os.system("touch " + sentinel) == 0 or 1 / 0)
 attempt("fork", os.fork)
 attempt("network", lambda: socket.create_connection(("127.0.0.1", 5432), timeout=1))
 attempt("memory", lambda: len(bytearray(1 << 30)))
-attempt("listdir_root", lambda: os.listdir("/") or 1 / 0)
+attempt("listdir_root", lambda: [p for p in os.listdir("/") if p not in ("usr", "bin", "lib", "lib64", "sbin", "proc",
+        "dev", "etc", "root", "work", "tmp", "opt", "home")] and 1 / 0)
 out["environ"] = dict(os.environ)
+out["uid"] = os.getuid()
 print(json.dumps(out))
 """
 
 
-def test_the_os_confinement_alone_stops_raw_python(tmp_path):
-    """No policy here: raw Python, as if hook code had escaped RestrictedPython and the checks."""
+def test_the_os_confinement_alone_stops_raw_python(tmp_path, monkeypatch):
+    """No policy here: raw Python under the hook worker's sandbox, as if hook code had escaped
+    RestrictedPython and the checks."""
+    from harness_pool.hook_client import worker_sandbox
+    from sandbox import run
+
+    monkeypatch.setenv("HS_TEST_SECRET", SECRET)
     sentinel = tmp_path / "sentinel"
-    result = subprocess.run(
-        [sys.executable, "-I", "-c", _RAW_ESCAPES, str(Path(__file__).parents[2]), str(sentinel)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"HS_TEST_SECRET": SECRET},
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    out = json.loads(result.stdout)
-    for name in ("write_sentinel", "write_tmp", "read_passwd", "read_environ", "fork", "memory", "listdir_root"):
+    layout, limits = worker_sandbox()
+    done = run([sys.executable, "-I", "-c", _RAW_ESCAPES, str(sentinel)], layout, limits, wall_seconds=60)
+    assert done.returncode == 0, done.output[-2000:]
+    out = json.loads(done.output)
+    for name in ("write_sentinel", "write_tmp", "read_passwd", "fork", "memory", "network"):
         assert out[name][0] == "refused", (name, out[name])
-    assert out["shell"][0] == "refused"
-    if os.geteuid() == 0:
-        assert out["network"][0] == "refused", out["network"]
-    assert out["environ"] == {} and SECRET not in result.stdout and not sentinel.exists()
+    assert out["shell"][0] == "refused" and out["listdir_root"][0] == "ran"
+    assert SECRET not in done.output and not sentinel.exists() and "HS_TEST_SECRET" not in out["environ"]
 
 
 _PARENT_PEAK = """
