@@ -173,6 +173,7 @@ def _bwrap_command(argv: list[str], layout: Layout, limits: Limits) -> list[str]
         inner += ["--ro-bind", path, path]
     for path in writable:
         inner += ["--bind", path, path]
+    inner += ["--remount-ro", "/dev", "--remount-ro", "/"]  # writable: only the sized tmpfs and the writable binds
     inner += ["--chdir", layout.cwd, "--clearenv"]
     for key, value in layout.env.items():
         inner += ["--setenv", str(key), str(value)]
