@@ -85,6 +85,8 @@ HOSTILE_MODULES = [  # whole sources: state kept between episodes, or constructs
 
 _OBS = "x" * 1000
 HOSTILE_RUNTIME = [  # (hook body, ctx overrides): passes the static policy, must fail in the worker
+    ("x = []\n    for i in range(990):\n        x = [x]\n    nb['deep'] = x\n    return None", {}),
+    ("x = {}\n    for i in range(200):\n        x = {'k': x}\n    return {'inject': 'ok', 'more': x}", {}),
     ("return {'inject': 'x' * int(ctx['n'])}", {}),
     ("return {'inject': ctx['last_observation'] * 100000}", {}),
     ("return {'inject': 'x'.ljust(int(ctx['n']))}", {}),
@@ -213,6 +215,13 @@ def test_the_kernel_stops_a_worker_past_its_cpu_seconds():
         assert time.monotonic() - started < 10
     finally:
         worker.close()
+
+
+def test_a_lone_surrogate_in_a_hook_reply_is_replaced_not_raised():
+    session = HookSession([("s", _hook("return {'inject': 'a\\ud800b'}"))])
+    effects = session.call("s", {})
+    session.close()
+    assert effects["inject"].encode("utf-8") == b"a?b"
 
 
 def test_the_worker_reports_its_confinement():
