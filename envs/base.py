@@ -10,6 +10,7 @@ one environment interface and one verifier (docs/method.md §1, docs/architectur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from keyword import iskeyword
 from typing import Protocol, runtime_checkable
 
 
@@ -47,8 +48,28 @@ class ToolCall:
     kwargs: dict = field(default_factory=dict, hash=False)
 
     def text(self) -> str:
-        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
-        return f"{self.name}({', '.join(parts)})"
+        """The call in Python syntax, exactly as it would run: parsing the text back gives this call or
+        fails. A name or keyword that is not an identifier is written quoted (`'a b'(...)`,
+        `**{'a b': 1}`), so it can never read as a different call (`folder='x') #` would), and a value
+        that cannot be printed (an int over 4,300 digits) as a marker that does not parse."""
+        parts = [_shown(a) for a in self.args]
+        for key, value in self.kwargs.items():
+            named = isinstance(key, str) and is_plain_name(key)
+            parts.append(f"{key}={_shown(value)}" if named else f"**{{{_shown(key)}: {_shown(value)}}}")
+        name = self.name if isinstance(self.name, str) and is_plain_name(self.name) else _shown(self.name)
+        return f"{name}({', '.join(parts)})"
+
+
+def is_plain_name(text: str) -> bool:
+    """An ASCII identifier (Python folds other ones by NFKC when it parses them: 'ﬁ' reads as 'fi')."""
+    return text.isascii() and text.isidentifier() and not iskeyword(text)
+
+
+def _shown(value: object) -> str:
+    try:
+        return repr(value)
+    except (ValueError, RecursionError, MemoryError):  # an int past Python's 4,300-digit limit, deep nesting
+        return f"<{type(value).__name__} too large to show>"
 
 
 @dataclass(frozen=True)
@@ -83,6 +104,12 @@ class StepResult:
     done: bool
     error: str | None = None
     outcome: str | None = None  # why a world ended the episode by itself ("won", "lost"); None otherwise
+
+
+# End reason and failure kind of an episode whose environment (reset, step, verify) or harness raised:
+# the rollout engine ends that episode alone, with reward 0 and the exception in
+# verdict.details["env_error"] (rl/rollout.py); every benchmark has this kind besides its own.
+ENV_ERROR = "env_error"
 
 
 @dataclass

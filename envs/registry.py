@@ -29,7 +29,8 @@ class Benchmark:
     make_env: Callable[..., Environment]  # (task, env config) -> a fresh, isolated environment
     fields: Callable[[object], dict[str, str]]  # template placeholders of a task
     behaviour_tags: Callable[[Steps, bool], list[str]]  # (steps, ended by an answer or a win)
-    failure_kind: Callable[[Verdict, str, Steps], str | None]  # (verdict, end reason, steps)
+    # (verdict, end reason, steps); the rollout engine sets "env_error" itself (envs.base.ENV_ERROR)
+    failure_kind: Callable[[Verdict, str, Steps], str | None]
     demo_replies: Callable[..., list[str]]  # (training task, rng, inspect_prob) -> H0 turns that solve it
 
 

@@ -8,13 +8,13 @@ blocked. Hook text and prompts may use the task placeholders of `task_fields`.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from envs.registry import benchmark
 from harness_pool.hook_client import HookSession
-from harness_pool.sandbox import HookFailure
-from harness_pool.spec import Condition, HarnessSpec, HookRule
+from harness_pool.sandbox import HookFailure, template_problem
+from harness_pool.spec import Condition, HarnessSpec, HookRule, regex_search
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,18 @@ class _Blank(dict):
         return "{" + key + "}"
 
 
+@lru_cache(maxsize=1024)
+def _allowed(template: str) -> str:
+    """The template, once it passes the policy a harness is loaded under (a spec changed with
+    model_copy is not validated again); else a one-line ValueError."""
+    problem = template_problem(template)
+    if problem is not None:
+        raise ValueError(f"harness template not allowed: {problem}")
+    return template
+
+
 def fill(template: str, fields: dict[str, str]) -> str:
-    return template.format_map(_Blank(fields))
+    return _allowed(template).format_map(_Blank(fields))
 
 
 def task_fields(task: object) -> dict[str, str]:
@@ -78,10 +88,9 @@ class HarnessRuntime:
             cond.queries_at_least is None or s.queries >= cond.queries_at_least,
             cond.round_at_least is None or s.round >= cond.round_at_least,
             cond.last_step_error is None or s.last_error == cond.last_step_error,
-            cond.observation_matches is None
-            or re.search(cond.observation_matches, s.last_observation, re.IGNORECASE) is not None,
+            cond.observation_matches is None or regex_search(cond.observation_matches, s.last_observation),
             cond.instruction_matches is None
-            or re.search(cond.instruction_matches, self.fields.get("instruction", ""), re.IGNORECASE) is not None,
+            or regex_search(cond.instruction_matches, self.fields.get("instruction", "")),
         ]
         return all(checks)
 

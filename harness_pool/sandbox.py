@@ -304,7 +304,7 @@ def _attribute_problem(node: ast.Attribute, limits: SandboxLimits) -> str | None
     if node.attr in _FORMAT_METHODS:
         if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
             return f"'.{node.attr}' is only allowed on a constant template string; use an f-string"
-        return _template_problem(node.value.value, limits)
+        return template_problem(node.value.value, limits)
     return None
 
 
@@ -325,8 +325,9 @@ def _fstring_problem(node: ast.FormattedValue, limits: SandboxLimits) -> str | N
     return _width_problem("".join(str(part.value) for part in spec.values), limits)
 
 
-def _template_problem(template: str, limits: SandboxLimits) -> str | None:
-    """Attribute/index fields walk objects from inside a string; big widths build huge strings."""
+def template_problem(template: str, limits: SandboxLimits = LIMITS) -> str | None:
+    """Why a str.format template is unsafe, or None: attribute/index fields walk objects from inside a
+    string, big widths build huge strings. The same policy bounds harness templates (harness_pool/spec.py)."""
     try:
         fields = list(string.Formatter().parse(template))
     except ValueError as exc:
@@ -348,15 +349,21 @@ def percent_problem(template: str, limits: SandboxLimits) -> str | None:
         for size in match.groups():
             if size == "*":
                 return "a '*' width in a %-template is not allowed"
-            if size and int(size) > limits.max_range:
+            if size and _above(size, limits.max_range):
                 return f"a format width above {limits.max_range} is not allowed"
     return None
 
 
 def _width_problem(spec: str, limits: SandboxLimits) -> str | None:
-    if any(int(n) > limits.max_range for n in _SPEC_WIDTH.findall(spec)):
+    if any(_above(n, limits.max_range) for n in _SPEC_WIDTH.findall(spec)):
         return f"a format width above {limits.max_range} is not allowed"
     return None
+
+
+def _above(digits: str, limit: int) -> bool:
+    """int(digits) > limit, without int() of a number too long for Python to convert (over 4,300 digits)."""
+    digits = digits.lstrip("0") or "0"
+    return len(digits) > len(str(limit)) or int(digits) > limit
 
 
 def _name_of(node: ast.AST) -> str | None:
@@ -426,7 +433,7 @@ class _Guards:
             raise HookFailure(f"'{obj.__name__}.{name}' is not allowed; call it on a constant template")
         value = getattr(obj, name)
         if isinstance(obj, str) and name in _FORMAT_METHODS:
-            problem = _template_problem(obj, self.limits)
+            problem = template_problem(obj, self.limits)
             if problem:
                 raise HookFailure(problem)
             return lambda *a, **k: self.sized(value(*a, **k))

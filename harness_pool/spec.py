@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import string
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+import re2
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness_pool.sandbox import SandboxError, check_hook_source
+from harness_pool.sandbox import LIMITS, SandboxError, check_hook_source, template_problem
 
 HookPoint = Literal["on_init", "before_model_call", "before_action", "after_step"]
 ActionKind = Literal["sql", "answer", "command", "call", "reply", "invalid"]
@@ -96,6 +99,46 @@ class Skill(_Frozen):
     text: str = Field(description="Reusable hint shown to the policy in the system message.")
 
 
+MAX_PATTERN_CHARS = 1_000  # one condition regex
+
+
+def _regex_options() -> re2.Options:
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False  # a refused pattern is our one-line error, not a line on stderr
+    return options
+
+
+_REGEX_OPTIONS = _regex_options()
+
+
+@lru_cache(maxsize=1024)
+def rule_regex(pattern: str):
+    """A condition's pattern compiled case-insensitively by RE2 (google-re2), whose matching time is
+    linear in the text whatever the pattern: an editor's `(x+x+)+y` cannot stall an episode. RE2 has
+    no backreferences or lookaround and caps a compiled pattern's memory; a pattern it refuses, or
+    one over MAX_PATTERN_CHARS, is a ValueError with a one-line message."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"the regex is longer than {MAX_PATTERN_CHARS:,} characters")
+    try:
+        return re2.compile(pattern, _REGEX_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(
+            f"the regex {pattern[:80]!r} is not accepted by RE2 ({reason.splitlines()[0] if reason else 'refused'}); "
+            "use plain alternatives and classes, no backreferences or lookaround"
+        ) from None
+
+
+def regex_search(pattern: str, text: str) -> bool:
+    """Whether the condition's pattern matches anywhere in `text` (case-insensitive, linear time)."""
+    regex = rule_regex(pattern)
+    try:
+        return regex.search(text) is not None
+    except UnicodeEncodeError:  # a lone surrogate: RE2 reads UTF-8
+        return regex.search(text.encode("utf-8", "replace").decode("utf-8")) is not None
+
+
 class Condition(_Frozen):
     """All set fields must hold (logical AND); an empty condition always holds."""
 
@@ -105,11 +148,20 @@ class Condition(_Frozen):
     round_at_least: int | None = Field(default=None, ge=0, description="Holds from round N on (0-based).")
     last_step_error: bool | None = Field(default=None, description="Whether the last environment step was an error.")
     observation_matches: str | None = Field(
-        default=None, description="Case-insensitive regex that the last observation must match."
+        default=None,
+        description="Case-insensitive regex (RE2: no backreferences or lookaround) the last observation must match.",
     )
     instruction_matches: str | None = Field(
-        default=None, description="Case-insensitive regex that the task instruction must match."
+        default=None,
+        description="Case-insensitive regex (RE2: no backreferences or lookaround) the task instruction must match.",
     )
+
+    @field_validator("observation_matches", "instruction_matches")
+    @classmethod
+    def _linear_regex(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            rule_regex(pattern)
+        return pattern
 
 
 class HookRule(_Frozen):
@@ -198,7 +250,9 @@ class HarnessSpec(_Frozen):
     @model_validator(mode="after")
     def _templates_render(self) -> HarnessSpec:
         """Prompts, skills, guidance and hook messages are filled with str.format at run time: a stray brace
-        (e.g. a JSON example) would crash every episode, so it is rejected here, where the file is checked."""
+        (e.g. a JSON example) would crash every episode, and a field with a huge width or an attribute or
+        index (`{x:>1000000000}`, `{x.__class__}`) would build a huge string or walk objects in every
+        episode, so both are rejected here, where the file is checked (the hook sandbox's template policy)."""
         texts = {
             "prompts.system (with skills and guidance)": self.system_message(),
             "prompts.task_template": self.prompts.task_template,
@@ -206,6 +260,12 @@ class HarnessSpec(_Frozen):
             **{f"hooks.{i}.message": rule.message for i, rule in enumerate(self.hooks)},
         }
         for where, template in texts.items():
+            problem = template_problem(template)  # before formatting it: '{x:>1000000000}' builds 1 GB
+            if problem is not None and _parses(template):
+                raise ValueError(
+                    f"{where} is not an allowed template ({problem}); fields are plain names, with widths and "
+                    f"precisions of at most {LIMITS.max_range:,}"
+                )
             try:
                 template.format_map(_AnyField())
             except (ValueError, IndexError) as exc:
@@ -221,6 +281,14 @@ class HarnessSpec(_Frozen):
         if self.guidance:
             parts.append(self.guidance.strip())
         return "\n\n".join(parts)
+
+
+def _parses(template: str) -> bool:
+    try:
+        list(string.Formatter().parse(template))
+    except ValueError:
+        return False  # the format_map below says why, in the message for stray braces
+    return True
 
 
 class _AnyField(dict):

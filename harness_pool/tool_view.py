@@ -52,7 +52,14 @@ as in dbbench_json_v1.
 `bfcl_json_v1` is its JSON view: one or more objects {"name": f, "arguments": {...}} in reading
 order (nested objects are skipped, not read as calls); the name "reply" with {"text": ...} is the
 reply that ends the turn. No call -> invalid "no_function_call"; arguments that are not an object ->
-"bad_arguments".
+"bad_arguments"; a function or argument name that is not an identifier -> "bad_call" (the API process
+runs the call's text, so `{"folder='x') #": 1}` would run a different call than the one recorded).
+
+Every view, before anything recurses over a reply: a reply over MAX_REPLY_CHARS -> invalid
+"reply_too_long"; a lone surrogate in the reply -> "bad_text"; a final answer or call argument over
+the literal bounds of envs/literals.py (nested deeper than 20, an integer over 1,000 digits, more
+than 10,000 values or 100,000 characters) -> "bad_literal". These set `detail`, one line saying what
+was wrong, which the rollout shows the policy after the harness's invalid_message.
 """
 
 from __future__ import annotations
@@ -63,6 +70,10 @@ import re
 from dataclasses import dataclass
 
 from envs.base import Action, AnswerAction, CallAction, CommandAction, ReplyAction, SqlAction, ToolCall
+from envs.literals import MAX_CHARS, LiteralLimit, bounded_int, check_literal, has_surrogate, literals_problem
+
+MAX_REPLY_CHARS = 200_000  # far above any reply a policy samples (8,192 tokens at most); bounds all parsing
+MAX_JSON_STARTS = 256  # braces a JSON view tries to decode from, per reply
 
 _ACTION = re.compile(r"action\s*:\s*(operation|answer)", re.IGNORECASE)
 _SQL_BLOCK = re.compile(r"```[ \t]*(?:sql|mysql|sqlite)?[ \t]*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
@@ -74,6 +85,11 @@ class ParsedAction:
     kind: str  # "sql", "answer", "command", "call", "reply" or "invalid"
     action: Action | None = None
     error: str | None = None  # why the reply is invalid (a short code)
+    detail: str | None = None  # for the bounds above: one line saying what was wrong (shown to the policy)
+
+
+def _invalid(error: str, detail: str) -> ParsedAction:
+    return ParsedAction("invalid", error=error, detail=detail)
 
 
 def parse_dbbench_text(text: str, accept_scalar_answer: bool = False) -> ParsedAction:
@@ -96,6 +112,8 @@ def parse_dbbench_text(text: str, accept_scalar_answer: bool = False) -> ParsedA
 
 
 def _parse_answer(raw: str, accept_scalar: bool) -> ParsedAction:
+    if len(raw) > MAX_CHARS:
+        return _invalid("bad_literal", f"the final answer is longer than {MAX_CHARS:,} characters")
     value, ok = _literal(raw)
     if not ok and raw.startswith("["):
         end = raw.rfind("]")
@@ -105,6 +123,7 @@ def _parse_answer(raw: str, accept_scalar: bool) -> ParsedAction:
         if accept_scalar and first_line:
             return ParsedAction("answer", AnswerAction([first_line]))
         return ParsedAction("invalid", error="unparseable_answer")
+    check_literal(value, "the final answer")
     if isinstance(value, (list, tuple)):
         return ParsedAction("answer", AnswerAction(list(value)))
     if accept_scalar:
@@ -113,7 +132,9 @@ def _parse_answer(raw: str, accept_scalar: bool) -> ParsedAction:
 
 
 def _literal(raw: str) -> tuple[object, bool]:
-    for loader in (json.loads, ast.literal_eval):
+    """The value of a JSON or Python literal; LiteralLimit for a JSON integer over the digit bound
+    (Python's own parser refuses one over 4,300 digits as a syntax error)."""
+    for loader in (_DECODER.decode, ast.literal_eval):
         try:
             return loader(raw), True
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -145,17 +166,19 @@ def parse_dbbench_json(text: str, accept_scalar_answer: bool = False) -> ParsedA
     return ParsedAction("invalid", error="answer_not_list")
 
 
-_DECODER = json.JSONDecoder()
+_DECODER = json.JSONDecoder(parse_int=bounded_int)
 
 
 def _first_call(text: str) -> dict | None:
     """The first decodable JSON object (by position of its opening brace) with a "name" key.
 
     Decoding from each brace rather than matching braces with a regex copes with nesting,
-    braces inside strings and prose around the call; replies are short, so the quadratic worst
-    case does not matter."""
-    start = text.find("{")
-    while start != -1:
+    braces inside strings and prose around the call; at most MAX_JSON_STARTS braces are tried, which
+    bounds the quadratic worst case of a hostile reply (a decode, or its error, costs up to the
+    reply's length)."""
+    start, tries = text.find("{"), 0
+    while start != -1 and tries < MAX_JSON_STARTS:
+        tries += 1
         try:
             value, _ = _DECODER.raw_decode(text, start)
         except (ValueError, RecursionError):
@@ -168,17 +191,23 @@ def _first_call(text: str) -> dict | None:
 
 def _json(raw: str) -> tuple[object, bool]:
     try:
-        return json.loads(raw), True
+        return _DECODER.decode(raw), True
     except (ValueError, RecursionError):
         return None, False
 
 
 def _arguments(call: dict) -> dict | None:
-    """A call's "arguments": an object, or a string holding one (as some chat APIs encode it); else None."""
+    """A call's "arguments": an object, or a string holding one (as some chat APIs encode it); else None.
+    LiteralLimit when its names and values are over the literal bounds."""
     args = call.get("arguments", {})
     if isinstance(args, str):
         args, ok = _json(args)
-    return args if isinstance(args, dict) else None
+    if not isinstance(args, dict):
+        return None
+    problem = literals_problem([*args, *args.values()])
+    if problem is not None:
+        raise LiteralLimit(f"the arguments are not allowed: {problem}")
+    return args
 
 
 _COMMAND_LINE = re.compile(r"^[ \t>*]*action\s*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
@@ -218,7 +247,7 @@ _CODE_BLOCK = re.compile(r"```[ \t]*(?:python|py|tool_code)?[ \t]*\n?(.*?)```", 
 
 
 def parse_bfcl_text(text: str) -> ParsedAction:
-    from envs.bfcl.calls import CallError, parse_calls
+    from envs.bfcl.calls import CallError, CallLimit, parse_calls
 
     match = _BFCL_ACTION.search(text or "")
     if match is None:
@@ -229,15 +258,19 @@ def parse_bfcl_text(text: str) -> ParsedAction:
     block = _CODE_BLOCK.search(rest)
     try:
         calls = parse_calls(block.group(1) if block else rest)
+    except CallLimit as exc:
+        return _invalid("bad_literal", str(exc))
     except CallError:
         return ParsedAction("invalid", error="bad_call")
     return ParsedAction("call", CallAction(tuple(calls)))
 
 
-def _all_calls(text: str) -> list[dict]:
-    """Every top-level JSON object with a "name" key, in reading order (nested ones are skipped)."""
-    calls, start = [], text.find("{")
-    while start != -1:
+def _all_calls(text: str, limit: int) -> list[dict]:
+    """Every top-level JSON object with a "name" key, in reading order (nested ones are skipped); as
+    in _first_call, at most MAX_JSON_STARTS braces are tried, and no more than `limit` calls kept."""
+    calls, start, tries = [], text.find("{"), 0
+    while start != -1 and tries < MAX_JSON_STARTS and len(calls) < limit:
+        tries += 1
         try:
             value, end = _DECODER.raw_decode(text, start)
         except (ValueError, RecursionError):
@@ -252,9 +285,13 @@ def _all_calls(text: str) -> list[dict]:
 
 
 def parse_bfcl_json(text: str) -> ParsedAction:
-    calls = _all_calls(text or "")
+    from envs.bfcl.calls import MAX_CALLS, CallError, CallLimit, check_call
+
+    calls = _all_calls(text or "", MAX_CALLS + 1)
     if not calls:
         return ParsedAction("invalid", error="no_function_call")
+    if len(calls) > MAX_CALLS:
+        return _invalid("bad_call", f"more than {MAX_CALLS} calls in one reply")
     out = []
     for call in calls:
         args = _arguments(call)
@@ -262,6 +299,12 @@ def parse_bfcl_json(text: str) -> ParsedAction:
             return ParsedAction("invalid", error="bad_arguments")
         if call["name"] == "reply":
             return ParsedAction("reply", ReplyAction(str(args.get("text", ""))))
+        try:
+            check_call(ToolCall(call["name"], (), args))
+        except CallLimit as exc:
+            return _invalid("bad_literal", str(exc))
+        except CallError as exc:
+            return _invalid("bad_call", str(exc))
         out.append(ToolCall(call["name"], (), args))
     return ParsedAction("call", CallAction(tuple(out)))
 
@@ -338,6 +381,15 @@ PARSERS = {
 
 
 def parse_action(protocol: str, text: str, accept_scalar_answer: bool = False) -> ParsedAction:
+    """The action a reply asks for, or an invalid one; never raises for any text."""
     if protocol not in PARSERS:
         raise ValueError(f"unknown tool-view protocol '{protocol}'")
-    return PARSERS[protocol](text, accept_scalar_answer)
+    text = text or ""
+    if len(text) > MAX_REPLY_CHARS:
+        return _invalid("reply_too_long", f"the reply is longer than {MAX_REPLY_CHARS:,} characters")
+    if has_surrogate(text):
+        return _invalid("bad_text", "the reply holds a lone surrogate (text that is not valid Unicode)")
+    try:
+        return PARSERS[protocol](text, accept_scalar_answer)
+    except LiteralLimit as exc:
+        return _invalid("bad_literal", str(exc))

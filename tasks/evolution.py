@@ -21,6 +21,7 @@ from db import store
 from db.engine import session_scope
 from db.ids import stable_id
 from db.models import EvolutionCandidate, Pool
+from envs.base import ENV_ERROR
 from harness_pool.bundles import control_tasks
 from harness_pool.diagnosis import Facts, SqlStep, cluster_causes, root_cause
 from harness_pool.operators import VARIANTS, family_of, offline_patch, rules_module, target_groups
@@ -75,7 +76,10 @@ def register_evolution(cfg: EvolveConfig, database_url: str | None, prefect_flow
 
 # -- facts for diagnosis ---------------------------------------------------------------------
 def rule_cause(result: RolloutResult, the_task, trajectory_id: str) -> str | None:
-    """The rule root cause of one rollout, by its benchmark's diagnosis rules."""
+    """The rule root cause of one rollout, by its benchmark's diagnosis rules; None for an env_error
+    episode (its environment raised: nothing a harness edit could fix, so no cluster is built on it)."""
+    if result.end_reason == ENV_ERROR:
+        return None
     rules = rules_module(getattr(the_task, "benchmark", "dbbench"))
     return rules.root_cause(result) if rules else root_cause(facts_of(result, the_task, trajectory_id))
 

@@ -32,3 +32,39 @@ class ReplayPolicy:
         for s in sessions:
             s.messages.append({"role": "assistant", "content": text})
         return [Generation(text=text) for _ in sessions]
+
+
+class ScriptedPolicy(ReplayPolicy):
+    """Per-episode replies: the i-th session started replays scripts[i] (its last reply repeats), so
+    episodes of one batch can behave differently. With `continuous=True` it is also a
+    continuous-batching backend (generate_continuous), like the lean engine."""
+
+    def __init__(self, scripts: list[list[str]], continuous: bool = False):
+        super().__init__([])
+        self.scripts = [list(s) for s in scripts]
+        self.sessions: list = []
+        self.turns: list[int] = []
+        self.continuous_batching = continuous
+
+    def start(self, messages):
+        session = super().start(messages)
+        self.sessions.append(session)
+        self.turns.append(0)
+        return session
+
+    def _reply(self, session) -> Generation:
+        i = next(n for n, s in enumerate(self.sessions) if s is session)
+        script = self.scripts[i]
+        text = script[min(self.turns[i], len(script) - 1)]
+        self.turns[i] += 1
+        session.messages.append({"role": "assistant", "content": text})
+        return Generation(text=text)
+
+    def generate(self, sessions, sampling):
+        self.calls += 1
+        return [self._reply(s) for s in sessions]
+
+    def generate_continuous(self, sessions, sampling, on_reply):
+        live = list(range(len(sessions)))
+        while live:
+            live = [i for i in live if on_reply(i, self._reply(sessions[i]))]

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from envs.base import CallAction, ReplyAction, Verdict
+from envs.base import ENV_ERROR, CallAction, ReplyAction, Verdict
 
 # Every tag behaviour_tags can give, in the order reports list them.
 TAGS = ("several_calls", "replied_without_call", "call_error", "repeated_call")
@@ -35,11 +35,12 @@ def behaviour_tags(steps, finished: bool) -> list[str]:
 
 
 def failure_kind(verdict: Verdict, end_reason: str, steps) -> str | None:
-    """format_error / context_overflow; api_timeout (a call overran its limits); round_limit (the
-    turns were not all done); else the first failed turn's check: no_call, state_mismatch, missing_results."""
+    """env_error (the environment raised; set by the rollout engine) / format_error / context_overflow;
+    api_timeout (a call overran its limits); round_limit (the turns were not all done); else the first
+    failed turn's check: no_call, state_mismatch, missing_results."""
     if verdict.success:
         return None
-    if end_reason in ("format_error", "context_overflow"):
+    if end_reason in (ENV_ERROR, "format_error", "context_overflow"):
         return end_reason
     if verdict.details.get("crash"):
         return "api_timeout"

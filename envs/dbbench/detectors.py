@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs.base import SqlAction, Verdict
+from envs.base import ENV_ERROR, SqlAction, Verdict
 
 _MUTATIONS = ("insert", "update", "delete", "replace")
 
@@ -57,10 +57,11 @@ def behaviour_tags(steps, answered: bool) -> list[str]:
 
 
 def failure_kind(verdict: Verdict, end_reason: str, steps) -> str | None:
-    """One failure kind per unsuccessful episode, most specific first."""
+    """One failure kind per unsuccessful episode, most specific first (env_error: the environment
+    raised, set by the rollout engine)."""
     if verdict.success:
         return None
-    if end_reason in ("format_error", "context_overflow", "round_limit"):
+    if end_reason in (ENV_ERROR, "format_error", "context_overflow", "round_limit"):
         return end_reason
     sql_steps = [result for action, result in steps if isinstance(action, SqlAction)]
     return "sql_error" if sql_steps and sql_steps[-1].error is not None else "wrong_answer"

@@ -5,6 +5,10 @@ INSERT/UPDATE tasks by comparing the table's final hash with the recorded md5. T
 normalisation below forgives formatting that carries no information (a percent sign, thousands
 separators, quotes the model wrapped around a value, "1.0" vs "1") but not a wrong value or a
 missing/extra item.
+
+The answer is the policy's, so judging it never raises: an integer too long for `str()` (Python
+stops at 4,300 digits) is a marker that matches no label, and nesting is flattened without
+recursion.
 """
 
 from __future__ import annotations
@@ -20,13 +24,19 @@ FLOAT_TOLERANCE = 1e-2
 _NULL_WORDS = frozenset({"", "none", "null", "nan"})
 _QUOTES = "'\"`"
 _THOUSANDS = re.compile(r"^[-+]?\d{1,3}(,\d{3})+(\.\d+)?$")
+_MAX_SHOWN_INT_BITS = 14_000  # about 4,200 digits, under Python's int-to-str limit
 
 
 def normalise_item(value: object) -> str:
     """Canonical text of one answer/label item, before the numeric check."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "0"
-    text = str(value).strip()
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_SHOWN_INT_BITS:
+        return f"<integer of {value.bit_length()} bits>"  # no label is that long; str() would raise
+    try:
+        text = str(value).strip()
+    except (ValueError, RecursionError, MemoryError):  # e.g. a container holding such an integer
+        return f"<unprintable {type(value).__name__}>"
     # Peel quotes the model copied from SQL or a tuple repr ('x' or "x"), possibly nested.
     while len(text) >= 2 and text[0] == text[-1] and text[0] in _QUOTES:
         text = text[1:-1].strip()
@@ -56,14 +66,22 @@ def items_match(answer: object, label: object) -> bool:
 
 
 def _flatten(values: list) -> list:
-    """A harness may hand over row tuples ([('a',), ('b',)]); the verifier judges the cells."""
+    """A harness may hand over row tuples ([('a',), ('b',)]); the verifier judges the cells, in order
+    (iteratively: however deep the nesting, no recursion)."""
     flat: list = []
-    for value in values:
-        if isinstance(value, (list, tuple)):
-            flat.extend(_flatten(list(value)))
+    stack = [iter(values)]
+    while stack:
+        value = next(stack[-1], _END)
+        if value is _END:
+            stack.pop()
+        elif isinstance(value, (list, tuple)):
+            stack.append(iter(value))
         else:
             flat.append(value)
     return flat
+
+
+_END = object()
 
 
 def _covers(source: list, target: list) -> bool:

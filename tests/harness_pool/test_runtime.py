@@ -113,3 +113,26 @@ def test_query_log_memory_lists_recent_queries_after_each_observation():
     message, _ = rt.next_user_message("ok")
     assert message == "ok\n\nQueries you have run so far (oldest first):\n- SELECT 1 (failed)\n- SELECT 2 (ran)"
     assert _runtime().spec.id == load_harness("h0").id  # memory off is H0 itself: defaults leave the id alone
+
+
+def test_hook_rule_regexes_match_case_insensitively_in_linear_time():
+    import time
+
+    rule = HookRule(at="after_step", when=Condition(observation_matches="(x+x+)+y"), effect="inject", message="never")
+    hint = HookRule(
+        at="after_step",
+        when=Condition(observation_matches="^NO SUCH table|unknown column"),
+        effect="inject",
+        message="m",
+    )
+    rt = _runtime(hooks=[rule, hint])
+    rt.record_step("sql", "x" * 10_000, error=True)  # exponential for a backtracking engine
+    started = time.monotonic()
+    assert [r.message for r, _ in rt.fire("after_step")] == []
+    assert time.monotonic() - started < 1.0
+    rt.record_step("sql", "no such table: t\ud800", error=True)  # a lone surrogate cannot stop RE2's UTF-8
+    assert [r.message for r, _ in rt.fire("after_step")] == ["m"]
+    rt.record_step("sql", "Error: no such table: t", error=True)  # ^ anchors at the start of the text
+    assert [r.message for r, _ in rt.fire("after_step")] == []
+    instruction = HookRule(at="on_init", when=Condition(instruction_matches="INSERT"), effect="inject", message="i")
+    assert [r.message for r, _ in _runtime(hooks=[instruction]).fire("on_init")] == ["i"]

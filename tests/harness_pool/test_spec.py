@@ -69,3 +69,61 @@ def test_a_template_that_would_crash_str_format_is_rejected_when_loaded(tmp_path
 
     shown = fill(load_harness(path).system_message(), {"table_name": "t"})  # doubled braces load and render single
     assert 'Reply with {"name": "execute_sql"} and see t.' in shown
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("{description:>1000000000}", "format width above 100000"),  # 1 GB per episode, and in the check itself
+        ("{description:.200000}", "format width above 100000"),
+        ("{description:>" + "9" * 5_000 + "}", "format width above 100000"),  # past int()'s 4,300 digits
+        ("{description.__class__}", "attribute or index"),
+        ("{description[0]}", "attribute or index"),
+        ("{description:>{table_name}}", "nested format spec"),
+    ],
+)
+def test_a_template_field_over_the_hook_bounds_is_rejected_when_checked(tmp_path: Path, text, reason):
+    import time
+    import tracemalloc
+
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    runner = CliRunner()
+    assert runner.invoke(app, ["harness", "check", "harness_pool/harnesses/dbbench/h0.yaml"]).exit_code == 0  # imports
+    data = load_harness("h0").model_dump(mode="json")
+    data["prompts"]["task_template"] = text
+    path = tmp_path / "wide.yaml"
+    path.write_text(yaml.safe_dump(data))
+    tracemalloc.start()
+    started = time.monotonic()
+    with pytest.raises(HarnessError, match=reason) as info:
+        load_harness(path)
+    result = runner.invoke(app, ["harness", "check", str(path)])  # `hs harness check`
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert time.monotonic() - started < 1.0 and peak < 50 * 2**20
+    assert "prompts.task_template" in str(info.value) and "\n" not in str(info.value)
+    assert result.exit_code == 2 and reason in " ".join(result.output.split())
+    data["prompts"]["task_template"] = "{description:>40}|{table_name!r:^10.5}"  # small widths still load
+    path.write_text(yaml.safe_dump(data))
+    load_harness(path)
+
+
+def test_a_hook_rule_regex_must_be_one_re2_runs_in_linear_time(tmp_path: Path):
+    data = load_harness("h0").model_dump(mode="json")
+    for pattern, reason in [
+        (r"(\w+)\s\1", "not accepted by RE2"),  # a backreference
+        ("(?<=Error)x", "not accepted by RE2"),  # lookbehind
+        ("(a{1000}){1000}", "not accepted by RE2"),
+        ("x" * 1_001, "longer than 1,000 characters"),
+    ]:
+        data["hooks"] = [
+            {"at": "after_step", "effect": "inject", "message": "m", "when": {"observation_matches": pattern}}
+        ]
+        path = tmp_path / "regex.yaml"
+        path.write_text(yaml.safe_dump(data))
+        with pytest.raises(HarnessError, match=reason) as info:
+            load_harness(path)
+        assert "hooks.0.when.observation_matches" in str(info.value) and "\n" not in str(info.value)

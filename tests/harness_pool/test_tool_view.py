@@ -1,7 +1,7 @@
 import pytest
 
 from envs.base import AnswerAction, SqlAction
-from harness_pool.tool_view import parse_action, parse_dbbench_json, parse_dbbench_text
+from harness_pool.tool_view import PARSERS, parse_action, parse_dbbench_json, parse_dbbench_text
 
 
 def test_operation_with_sql_block():
@@ -115,3 +115,23 @@ def test_protocols_do_not_accept_each_others_format():
     assert parse_action("dbbench_json_v1", call).action == SqlAction("SELECT 1")
     with pytest.raises(ValueError, match="unknown tool-view protocol"):
         parse_action("dbbench_xml_v1", call)
+
+
+@pytest.mark.parametrize("protocol", sorted(PARSERS))
+def test_any_reply_parses_within_a_bound_and_never_raises(protocol):
+    import time
+
+    hostile = [
+        "{" * 199_000,  # each failed decode costs the reply's length: only MAX_JSON_STARTS are tried
+        '{"a":[' * 33_000,
+        "Action: Operation\n" + "```" * 66_000,
+        "x" * 1_000_000,
+        "Action: Answer\nFinal Answer: [" + "1," * 49_000 + "]",
+        "Action: call\n[" + "ls(), " * 30_000 + "]",
+        "\ud800",
+    ]
+    for text in hostile:
+        started = time.monotonic()
+        parsed = parse_action(protocol, text)
+        assert time.monotonic() - started < 1.0, (protocol, text[:30])
+        assert parsed.kind == "invalid" or parsed.action is not None
