@@ -137,6 +137,7 @@ def run_rollouts(
     `on_finished(done, total)` is called each time an episode ends (progress of long calls).
     An episode whose environment raises ends alone as `env_error` (module docstring)."""
     episodes: list[_Episode] = []
+    made: list[Environment] = []  # every environment first: those that start work when made start it side by side
     finished = [0]
 
     def done() -> None:
@@ -145,8 +146,9 @@ def run_rollouts(
             on_finished(finished[0], len(specs))
 
     try:
-        for spec in specs:
-            episodes.append(_Episode(spec, make_env(spec.bench_task), policy))
+        made.extend(make_env(spec.bench_task) for spec in specs)
+        for spec, env in zip(specs, made):
+            episodes.append(_Episode(spec, env, policy))
         for e in episodes:
             if e.done:  # its reset raised
                 done()
@@ -158,6 +160,11 @@ def run_rollouts(
     finally:
         for e in episodes:
             _close(e)
+        for env in made[len(episodes) :]:  # made, but its episode never started
+            try:
+                env.close()
+            except Exception as exc:  # noqa: BLE001 - cleanup of one must not skip the others'
+                log.warning("closing an environment failed: %s: %s", type(exc).__name__, exc)
 
 
 def _close(ep: _Episode) -> None:
@@ -271,7 +278,11 @@ def _act(ep: _Episode, text: str, record: TurnRecord, max_rounds: int) -> str | 
         step = ep.env.step(parsed.action)
         observation, error = step.observation, step.error is not None
         ep.steps.append((parsed.action, step))
-        if parsed.kind == "answer":
+        if step.error == ENV_ERROR:  # the environment's own machinery failed (e.g. a crashed interpreter)
+            first = (observation.strip().splitlines() or [ENV_ERROR])[0][:300]
+            ep.error = {"env_error": _SURROGATE.sub("\ufffd", first), "env_error_at": "step"}
+            ep.done, ep.end_reason = True, ENV_ERROR
+        elif parsed.kind == "answer":
             ep.answer = list(parsed.action.values)
             ep.done, ep.end_reason = True, "answered"
         elif step.done:
