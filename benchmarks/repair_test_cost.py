@@ -24,7 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from envs.repair.data import load_split  # noqa: E402
 from envs.repair.env import RepairEnv  # noqa: E402
 from envs.repair.testing import run_tests  # noqa: E402
-from sandbox import sandbox_mode  # noqa: E402
+from sandbox import Layout, Limits, run, sandbox_mode  # noqa: E402
+
+EMPTY = [sys.executable, "-I", "-c", "pass"]
 
 
 def timed(fn) -> float:
@@ -43,6 +45,12 @@ def main() -> None:
     assert sandbox_mode() == "bwrap", "bubblewrap is needed for the sandboxed rows"
     tasks = load_split(args.split)
     tasks = [t for i, t in enumerate(tasks) if i % max(len(tasks) // args.tasks, 1) == 0][: args.tasks]
+    starts: dict[str, list[float]] = {"empty Python, plain": [], "empty Python, sandboxed": []}
+    for _ in range(20):
+        os.environ["HS_SANDBOX"] = "none"
+        starts["empty Python, plain"].append(timed(lambda: run(EMPTY, Layout(), Limits(), 30)))
+        os.environ.pop("HS_SANDBOX")
+        starts["empty Python, sandboxed"].append(timed(lambda: run(EMPTY, Layout(), Limits(), 30)))
     rows: dict[str, list[float]] = {"plain child process": [], "sandboxed run": [], "judgment (verify)": []}
     for task in tasks:
         with RepairEnv(task) as env:
@@ -54,6 +62,12 @@ def main() -> None:
                 rows["sandboxed run"].append(timed(lambda: run_tests(env.repo, list(task.test_files))))
                 env._verdict = None
                 rows["judgment (verify)"].append(timed(env.verify))
+    first = statistics.median(starts["empty Python, plain"])
+    print("start and exit of `python -I -c pass`, 20 each, interleaved")
+    for name, values in starts.items():
+        print(
+            f"  {name:<26}{statistics.median(values) * 1000:>8.1f} ms median{statistics.median(values) / first:>8.2f}x"
+        )
     base = statistics.median(rows["plain child process"])
     print(f"{len(tasks)} repair tasks ({args.split}), {args.repeats} repeats each, interleaved")
     print(f"{'':<22}{'median s':>10}{'mean s':>10}{'x plain':>10}")
