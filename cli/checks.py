@@ -125,3 +125,13 @@ def read_utf8(path: Path, error: type[Exception]) -> str:
         raise error(
             f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); save the file as UTF-8"
         ) from None
+
+
+def check_sandbox(benchmark_name: str, harnesses, editors_write_hooks: bool = False) -> None:
+    """Model-written code (this benchmark's actions, a harness's code hooks, or hooks an editor may
+    write) runs only in the sandbox: SandboxUnavailable, one line, when it cannot be had here."""
+    from envs.registry import benchmark
+    from sandbox import sandbox_mode
+
+    if editors_write_hooks or benchmark(benchmark_name).runs_model_code or any(h.code_hooks for h in harnesses):
+        sandbox_mode()

@@ -19,10 +19,19 @@ def user_errors(fn):
         from envs.base import DataError
         from harness_pool.spec import HarnessError
         from rl.policy import PolicyError
+        from sandbox import SandboxUnavailable
 
         try:
             return fn(*args, **kwargs)
-        except (ConfigError, DataError, DatabaseError, HarnessError, PolicyError, LookupError) as exc:
+        except (
+            ConfigError,
+            DataError,
+            DatabaseError,
+            HarnessError,
+            PolicyError,
+            SandboxUnavailable,
+            LookupError,
+        ) as exc:
             Console(stderr=True).print(f"[red]error:[/red] {exc}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 

@@ -9,7 +9,7 @@ def eval_preflight(cfg, database_url: str | None, check_model: bool = True) -> N
     """Fail fast, before Prefect starts or a model converts, on a broken harness, missing data, an
     unknown task id, an unreachable database, a resumed run whose harness file changed or
     (check_model) a missing policy model."""
-    from cli.checks import check_training_split, open_database
+    from cli.checks import check_sandbox, check_training_split, open_database
     from configs.schema import ConfigError
     from envs.registry import benchmark
     from harness_pool.pool_store import resolve_pool
@@ -24,6 +24,7 @@ def eval_preflight(cfg, database_url: str | None, check_model: bool = True) -> N
     if cfg.split not in bench.splits:
         raise ConfigError(f"split '{cfg.split}' is not a {bench.name} split: use one of {', '.join(bench.splits)}")
     bench.load(cfg.split, data_dir=cfg.env.data_dir, limit=1)
+    check_sandbox(cfg.env.benchmark, harnesses)
     if cfg.task_ids:
         from tasks.resources import bench_task
 
@@ -63,7 +64,7 @@ def check_launch(cfg, world: int) -> None:
 def train_preflight(cfg, database_url: str | None) -> None:
     """Fail fast on a broken harness or pool, missing data, database or starting checkpoint, or a
     resumed run whose harness files changed."""
-    from cli.checks import check_training_split, open_database
+    from cli.checks import check_sandbox, check_training_split, open_database
     from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
@@ -72,6 +73,7 @@ def train_preflight(cfg, database_url: str | None) -> None:
     names = {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}
     harnesses = [load_harness(name, cfg.env.benchmark) for name in names] + resolve_pool(cfg.pool, cfg.env.benchmark)
     check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
+    check_sandbox(cfg.env.benchmark, harnesses)
     url, run_id = open_database(database_url, write=True), train_run_id(cfg)
     check_resumed_harnesses(run_id, harnesses, url)
     check_recorded_updates(cfg, run_id, url, restore=False)  # before Prefect or the model starts
@@ -81,7 +83,7 @@ def train_preflight(cfg, database_url: str | None) -> None:
 
 def pipeline_preflight(cfg, database_url: str | None) -> None:
     """Fail in one line, before Prefect starts: database, pool version, harnesses, training and dev data."""
-    from cli.checks import check_training_split, open_database
+    from cli.checks import check_sandbox, check_training_split, open_database
     from envs.dbbench.data import load_split
     from harness_pool.pool_store import load_pool, resolve_pool
     from harness_pool.spec import load_harness
@@ -92,6 +94,6 @@ def pipeline_preflight(cfg, database_url: str | None) -> None:
         load_pool(cfg.pool_version, cfg.train.env.benchmark)
     elif cfg.evolve is None:
         resolve_pool(cfg.train.pool, cfg.train.env.benchmark)
-    for harness in [cfg.train.harness, *cfg.evaluate.outside]:
-        load_harness(harness, cfg.train.env.benchmark)
+    harnesses = [load_harness(h, cfg.train.env.benchmark) for h in [cfg.train.harness, *cfg.evaluate.outside]]
+    check_sandbox(cfg.train.env.benchmark, harnesses, editors_write_hooks=cfg.evolve is not None)
     load_split(cfg.evaluate.split, data_dir=cfg.train.env.data_dir, limit=1)

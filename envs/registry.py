@@ -32,6 +32,7 @@ class Benchmark:
     # (verdict, end reason, steps); the rollout engine sets "env_error" itself (envs.base.ENV_ERROR)
     failure_kind: Callable[[Verdict, str, Steps], str | None]
     demo_replies: Callable[..., list[str]]  # (training task, rng, inspect_prob) -> H0 turns that solve it
+    runs_model_code: bool = False  # its environment executes what the policy writes: needs the sandbox (sandbox/)
 
 
 def _dbbench() -> Benchmark:
@@ -67,7 +68,7 @@ def _textworld() -> Benchmark:
 
     return Benchmark(
         "textworld", tuple(SPLITS), tuple(t.name for t in TIERS), "dev", "test", load, make_env,
-        lambda task: task.fields(), detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
+        lambda task: task.fields(), detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies, True,
     )  # fmt: skip
 
 
@@ -87,7 +88,7 @@ def _bfcl() -> Benchmark:
 
     return Benchmark(
         "bfcl", SPLITS, CATEGORIES, "dev", "test", load, make_env,
-        detectors.task_fields, detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
+        detectors.task_fields, detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies, True,
     )  # fmt: skip
 
 
@@ -104,7 +105,7 @@ def _repair() -> Benchmark:
 
     return Benchmark(
         "repair", SPLITS, TIERS, "dev", "test", load, make_env,
-        lambda task: task.fields(), detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
+        lambda task: task.fields(), detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies, True,
     )  # fmt: skip
 
 

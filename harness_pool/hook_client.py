@@ -21,7 +21,7 @@ from pathlib import Path
 
 import harness_pool
 from harness_pool.sandbox import LIMITS, HookFailure, SandboxLimits
-from sandbox import JsonWorker, Layout, Limits, SandboxUnavailable, WorkerGone, confinement
+from sandbox import JsonWorker, Layout, Limits, WorkerGone, confinement
 
 PACKAGE_DIR = Path(harness_pool.__file__).resolve().parent
 STARTUP_TIMEOUT_S = 60.0
@@ -50,14 +50,14 @@ class HookWorker:
         return self._worker is not None and self._worker.alive()
 
     def _start(self) -> None:
+        """Start the worker; SandboxUnavailable (not a HookFailure: the run must stop, not go on
+        without its hooks) when no sandbox can be had here."""
         self._stop()
         layout, limits = worker_sandbox(self.limits)
         try:
             self._worker = JsonWorker([sys.executable, "-I", "-B", "-m", "harness_pool.hook_worker"], layout, limits,
                                       MAX_REPLY_BYTES)  # fmt: skip
             hello = self._worker.read(STARTUP_TIMEOUT_S)
-        except SandboxUnavailable as exc:
-            raise HookFailure(str(exc)) from None
         except WorkerGone as exc:
             self._worker = None
             raise HookFailure(f"the hook worker did not start: {exc}") from None

@@ -28,6 +28,7 @@ from harness_pool.runtime import HarnessRuntime, task_fields
 from harness_pool.spec import HarnessSpec
 from harness_pool.tool_view import parse_action
 from rl.policy import ChatSession, Policy, Sampling
+from sandbox import SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ class _Episode:
             self.runtime = HarnessRuntime(spec.harness, task_fields(spec.bench_task))
             env.reset()
             messages, self.pending_events = self.runtime.opening_messages()
+        except SandboxUnavailable:  # no sandbox here: the run stops with one line, not every episode
+            raise
         except Exception as exc:  # noqa: BLE001 - this episode ends; the others run (module docstring)
             self.fail("reset", exc)
             return
@@ -233,6 +236,8 @@ def _advance(policy: Policy, ep: _Episode, gen, seconds: float, max_rounds: int)
     started = time.perf_counter()
     try:
         message = _act(ep, gen.text, record, max_rounds)
+    except SandboxUnavailable:  # no sandbox here: the run stops with one line, not every episode
+        raise
     except Exception as exc:  # noqa: BLE001 - this episode ends; the others run (module docstring)
         record.seconds_env = time.perf_counter() - started
         ep.fail("step", exc)
@@ -337,6 +342,8 @@ def _finish(ep: _Episode) -> RolloutResult:
             verdict = ep.env.verify()
             failure = bench.failure_kind(verdict, ep.end_reason, ep.steps)
             tags = bench.behaviour_tags(ep.steps, reached)
+        except SandboxUnavailable:  # no sandbox here: the run stops with one line, not every episode
+            raise
         except Exception as exc:  # noqa: BLE001 - this episode is lost, not the batch
             ep.fail("verify", exc)
     if ep.error is not None:

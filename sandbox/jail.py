@@ -165,7 +165,8 @@ def _ancestors(paths) -> list[str]:
 def _bwrap_command(argv: list[str], layout: Layout, limits: Limits) -> list[str]:
     read_only, writable = _binds(layout)
     inner = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), *_system_binds(), "--proc", "/proc", "--dev", "/dev"]  # fmt: skip
+             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), *_system_binds(),
+             "--proc", "/proc", "--dev", "/dev"]  # fmt: skip
     for path, size in layout.tmpfs:
         inner += ["--size", str(size), "--tmpfs", path]
     inner += _ancestors([*read_only, *writable])

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import sys
 
-
 _REFUSED_EVENTS = frozenset(
     {
         "socket.__new__",

@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox import Layout, Limits as SandboxLimits, confinement, run
+from sandbox import Layout, confinement, run
+from sandbox import Limits as SandboxLimits
 from sandbox.process import CHANNEL_FD
 
 RUNNER = Path(__file__).with_name("runner.py")

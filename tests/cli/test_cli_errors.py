@@ -305,3 +305,21 @@ def test_resuming_a_run_whose_harness_file_changed_is_refused_without_touching_t
     )
     assert run_id in text and f"({old.id[:12]})" in text
     assert _untouched(url, run_id, old.id)
+
+
+def test_model_written_code_without_a_sandbox_is_refused_in_one_line(tmp_path, monkeypatch, repair_generated):
+    """No bubblewrap here and no HS_SANDBOX=none: a repair evaluation (its tests run the policy's
+    patch) stops before anything starts, saying how to get the sandbox."""
+    from sandbox import jail
+
+    monkeypatch.setenv("HS_GENERATED_DIR", str(repair_generated))
+    monkeypatch.delenv("HS_SANDBOX", raising=False)
+    monkeypatch.setattr(jail.shutil, "which", lambda name: None)
+    jail._bwrap_problem.cache_clear()
+    try:
+        url = f"sqlite:///{tmp_path / 'hs.db'}"
+        args = ["eval", "--benchmark", "repair", "--split", "dev", "--harness", "h0", "--database-url", url]
+        text = _one_line_error(runner.invoke(app, args))
+        assert "bubblewrap" in text and "HS_SANDBOX=none" in text
+    finally:
+        jail._bwrap_problem.cache_clear()

@@ -3,7 +3,6 @@ the per-rollout API process, the call parser, the tool views and whole episodes.
 
 from __future__ import annotations
 
-
 import random
 import subprocess
 import sys

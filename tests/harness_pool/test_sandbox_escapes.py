@@ -11,7 +11,6 @@ the in-process sandbox this replaced (docs/method.md §7).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time

@@ -275,3 +275,23 @@ def test_a_bfcl_call_runs_exactly_as_recorded_or_not_at_all(bfcl):
         assert step.error == "call_error" and step.observation.count("Error during execution") == 2
         assert env.step(CallAction((ToolCall("pwd"),))).observation.split("->")[1] == before
         assert not env.verify().success
+
+
+def test_a_missing_sandbox_stops_the_batch_instead_of_failing_each_episode(monkeypatch):
+    """SandboxUnavailable is a set-up error, not an episode's: run_rollouts lets it through."""
+    from sandbox import SandboxUnavailable
+
+    class NeedsSandbox:
+        rounds_used, max_rounds = 0, 3
+
+        def reset(self):
+            raise SandboxUnavailable("untrusted code needs a sandbox and bwrap is not installed: install bubblewrap")
+
+        def close(self):
+            pass
+
+    h0 = load_harness("h0", "dbbench")
+    task = load_split("dev", limit=1)[0]
+    with pytest.raises(SandboxUnavailable):
+        run_rollouts(ScriptedPolicy([["Action: Answer\nFinal Answer: [1]"]]), [RolloutSpec(task, h0, 0)],
+                     lambda t: NeedsSandbox(), Sampling())  # fmt: skip

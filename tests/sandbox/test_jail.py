@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from sandbox import Layout, Limits, SandboxUnavailable, confinement, run, sandbox_mode
-from sandbox import jail
+from sandbox import Layout, Limits, SandboxUnavailable, confinement, jail, run, sandbox_mode
 
 SECRET = "hs-sandbox-secret-5d1"
 
