@@ -39,7 +39,7 @@ def rerun_cmd(
 
 @user_errors
 def rollout_cmd(
-    task: str = typer.Option(..., "--task", help="Benchmark task id, e.g. dbbench/dev/0007"),
+    task: str = typer.Option(..., "--task", help="Benchmark task id, e.g. dbbench/dev/0007 or repair/dev/0003"),
     harness: Annotated[str, typer.Option(help="Harness name or YAML path")] = "h0",
     model: Annotated[Optional[str], typer.Option(help="Policy: built-in model or checkpoint name")] = None,
     k: Annotated[int, typer.Option(help="Rollouts")] = 1,
@@ -60,7 +60,8 @@ def rollout_cmd(
     if len(parts) != 3:
         raise ConfigError(f"--task {task!r}: a benchmark task id looks like dbbench/dev/0007")
     overrides = {
-        "name": f"rollout-{parts[1]}-{parts[2]}",
+        "name": f"rollout-{parts[0]}-{parts[1]}-{parts[2]}",
+        "env.benchmark": parts[0],  # the task id names its benchmark
         "split": parts[1],
         "task_ids": [task],
         "harness": harness,

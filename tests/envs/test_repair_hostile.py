@@ -24,10 +24,10 @@ from envs.repair.data import load_split
 from envs.repair.env import RepairEnv
 from envs.repair.testing import Limits, run_tests
 from harness_pool.spec import load_harness
-from rl.policy import Generation, Sampling
+from rl.policy import Sampling
 from rl.rollout import RolloutSpec, run_rollouts
 from rl.sft import demo_replies
-from tests.doubles import ReplayPolicy
+from tests.doubles import ScriptedPolicy
 
 CANARY = "hs-canary-7f3a91"
 LIMITS = Limits(wall_seconds=10.0, cpu_seconds=4, memory_bytes=1 << 30, tmp_bytes=16 << 20)
@@ -327,28 +327,6 @@ def test_links_in_the_copy_are_never_followed_by_the_parent(task, host):
 
 
 # -- one bad episode, one good one, one batch ----------------------------------------------------
-class PerEpisodeScripts(ReplayPolicy):
-    """Test double of the Policy contract: each episode replays its own script (by start order)."""
-
-    def __init__(self, scripts: list[list[str]]):
-        super().__init__([])
-        self.scripts, self.of_session = scripts, {}
-
-    def start(self, messages):
-        session = super().start(messages)
-        self.of_session[id(session)] = self.scripts[len(self.of_session)]
-        return session
-
-    def generate(self, sessions, sampling):
-        out = []
-        for s in sessions:
-            script = self.of_session[id(s)]
-            text = script[min(sum(m["role"] == "assistant" for m in s.messages), len(script) - 1)]
-            s.messages.append({"role": "assistant", "content": text})
-            out.append(Generation(text=text))
-        return out
-
-
 def test_a_hostile_episode_leaves_the_rest_of_its_batch_alone(task, host):
     first_line = (task.pristine / task.file).read_text().splitlines(keepends=True)[0]
     hostile_code = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(1, signal.SIGKILL)\n"
@@ -360,7 +338,7 @@ def test_a_hostile_episode_leaves_the_rest_of_its_batch_alone(task, host):
     gold = demo_replies(task, random.Random(0), inspect_prob=0.0)
     h0 = load_harness("h0", "repair")
     specs = [RolloutSpec(task, h0, 0), RolloutSpec(task, h0, 1)]
-    policy = PerEpisodeScripts([gold, hostile])
+    policy = ScriptedPolicy([gold, hostile])
     results = run_rollouts(policy, specs, lambda t: RepairEnv(t, limits=LIMITS), Sampling(), max_rounds=8)
     assert results[0].verdict.success, results[0].verdict.details
     assert not results[1].verdict.success and results[1].verdict.details["judged"] == [task.file]
