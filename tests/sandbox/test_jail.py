@@ -36,6 +36,12 @@ attempt("fill_tmp", lambda: open("/tmp/fill", "wb").write(b"x" * (8 << 20)))
 attempt("write_tmp", lambda: open("/tmp/small", "w").write("ok"))
 import ctypes
 attempt("new_user_namespace", lambda: ctypes.CDLL(None).unshare(0x10000000) == 0 or 1 / 0)
+def join_then_connect():
+    for pid in [p for p in os.listdir("/proc") if p.isdigit()]:  # every namespace it can see: its own
+        fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+        ctypes.CDLL(None).setns(fd, 0)
+    socket.create_connection(("127.0.0.1", 5432), timeout=1)
+attempt("join_a_network_namespace", join_then_connect)
 print(json.dumps(out))
 """
 
@@ -57,7 +63,7 @@ def test_raw_python_inside_reaches_nothing_outside_its_layout(host):
     assert done.returncode == 0, done.output[-2000:]
     out = json.loads(done.output)
     for name in ("read_host_file", "write_host", "write_root", "write_dev_shm", "read_shadow", "network", "fork",
-                 "memory", "fill_tmp", "new_user_namespace"):  # fmt: skip
+                 "memory", "fill_tmp", "new_user_namespace", "join_a_network_namespace"):  # fmt: skip
         assert out[name][0] == "refused", (name, out[name])
     assert out["write_tmp"][0] == "ran" and out["environ"]["ONLY"] == "this"
     assert set(out["environ"]) <= {"ONLY", "PWD", "LC_CTYPE"}  # PWD from bwrap, LC_CTYPE from Python itself
