@@ -155,3 +155,46 @@ class DataError(Exception):
     Raised instead of a stack of low-level errors so that CLI users and flow logs show the
     remedy directly.
     """
+
+
+@dataclass
+class GoldReport:
+    """A gold replay of one split: per tier (gold solutions that pass, tasks), how many times the
+    control (an episode that should not succeed) passed, the disagreements, and, where measured,
+    the wall time of each judgment. `format_lines` ends with exactly `agreement: X%`."""
+
+    benchmark: str
+    split: str
+    gold: str  # how the gold solutions are played, e.g. "walkthroughs through the environment"
+    control: str  # what the control does, e.g. "only 'look'"
+    per_tier: dict[str, tuple[int, int]] = field(default_factory=dict)
+    control_passes: int = 0
+    disagreements: list[tuple[str, str]] = field(default_factory=list)  # (task id, reason)
+    judge_seconds: list[float] = field(default_factory=list)
+
+    def record(self, tier: str, passed: bool, control_passed: bool, task_id: str = "", why: str = "") -> None:
+        ok, total = self.per_tier.get(tier, (0, 0))
+        self.per_tier[tier] = (ok + int(passed), total + 1)
+        self.control_passes += int(control_passed)
+        if not passed:
+            self.disagreements.append((task_id, why))
+
+    @property
+    def total(self) -> int:
+        return sum(total for _, total in self.per_tier.values())
+
+    @property
+    def agreement(self) -> float:
+        return sum(ok for ok, _ in self.per_tier.values()) / self.total if self.total else 1.0
+
+    def format_lines(self) -> list[str]:
+        width = max((len(t) for t in self.per_tier), default=0)
+        lines = [f"gold replay: {self.benchmark}/{self.split} ({self.gold})"]
+        lines += [f"  {tier:<{width}} {ok:>4}/{total:<4}" for tier, (ok, total) in self.per_tier.items()]
+        lines += [f"  DISAGREE {task_id}: {reason}" for task_id, reason in self.disagreements]
+        lines.append(f"  control ({self.control}): {self.control_passes}/{self.total} passed")
+        if self.judge_seconds:
+            mean = sum(self.judge_seconds) / len(self.judge_seconds)
+            lines.append(f"  mean wall time of a judgment: {mean:.2f} s")
+        lines.append(f"agreement: {100.0 * self.agreement:.1f}%")
+        return lines

@@ -60,7 +60,7 @@ def _sample(split: str = "dev", per_category: int = 3):
 
 def test_gold_calls_pass_every_turn_and_replying_without_calls_does_not():
     report = check_gold("dev", tasks=_sample())
-    assert report.agreement == 1.0 and report.control_wins == 0, report.format_lines()
+    assert report.agreement == 1.0 and report.control_passes == 0, report.format_lines()
 
 
 def test_rollouts_of_one_task_do_not_share_api_state():

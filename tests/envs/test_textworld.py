@@ -76,7 +76,7 @@ def test_a_build_resumes_and_a_missing_build_is_one_clear_error(tmp_path):
 
 def test_gold_walkthroughs_win_and_doing_nothing_does_not(games):
     report = check_gold("dev", tasks=games[1])
-    assert report.agreement == 1.0 and report.control_wins == 0, report.format_lines()
+    assert report.agreement == 1.0 and report.control_passes == 0, report.format_lines()
     assert report.format_lines()[-1] == "agreement: 100.0%"
 
 
