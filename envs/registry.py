@@ -124,11 +124,6 @@ def benchmark(name: str) -> Benchmark:
     return _CACHE[name]
 
 
-def benchmark_of_task(task_id: str) -> Benchmark:
-    """The benchmark a task id (<benchmark>/<split>/<index>) belongs to."""
-    return benchmark(task_id.split("/", 1)[0])
-
-
 def check_name(name: str) -> str:
     """A benchmark name for a pydantic validator: the name, or ValueError listing the known ones."""
     if name not in _BUILDERS:

@@ -20,8 +20,6 @@ from harness_pool.profiles import BehaviourProfile, PairedRecord, induce_llm, in
 from harness_pool.router import FixedRouter, RandomRouter
 from harness_pool.spec import HarnessSpec
 
-PROFILE_ROUTERS = ("adaptive", "fixed_profiles")
-
 
 def paired_records(results, tasks_by_id: dict) -> list[PairedRecord]:
     """One record per (harness, task) from a re-anchor's rollout results."""
