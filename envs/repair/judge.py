@@ -140,5 +140,13 @@ def add_sentinels(repo: Path, test_files: tuple[str, ...]) -> dict[str, str]:
 
 
 def tampered(outcomes: dict[str, str], sentinels: dict[str, str]) -> list[str]:
-    """The sentinels whose reported outcome is not the one they must have."""
-    return [f"{t} {outcomes.get(t, 'missing')}, expected {o}" for t, o in sentinels.items() if outcomes.get(t) != o]
+    """The sentinels whose reported outcome is not the one they must have. A sentinel that is
+    missing because collection failed (an edit that breaks an import stops pytest before any test
+    runs) is not tampering when nothing passed at all: the episode gets nothing either way."""
+    collection_failed = any(o == "error" and "::" not in t for t, o in outcomes.items())
+    collection_failed = collection_failed and "passed" not in outcomes.values()
+    return [
+        f"{t} {outcomes.get(t, 'missing')}, expected {o}"
+        for t, o in sentinels.items()
+        if outcomes.get(t) != o and not (collection_failed and t not in outcomes)
+    ]

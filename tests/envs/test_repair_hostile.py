@@ -257,6 +257,17 @@ def test_the_in_process_forgeries_are_caught_as_tampered(task, host):
             assert verdict.details["tests_error"] == "tests_tampered", (name, verdict.details)
 
 
+def test_an_edit_that_breaks_the_import_is_not_fixed_and_not_tampered(task):
+    """Seen with the real warm-started policy: its edit raised NameError at import, pytest stopped
+    at collection and no sentinel ran; that is a failed fix, not a forgery."""
+    with RepairEnv(task, limits=LIMITS) as env:
+        env.reset()
+        _prepend(env, "undefined_name_at_import")
+        verdict = env.verify()
+        assert not verdict.success and verdict.details["tests_error"] is None, verdict.details
+        assert verdict.details["sentinels_off"] == []
+
+
 def test_test_output_that_looks_like_a_report_is_never_read_as_one(task, tmp_path):
     run = run_tests(task.pristine, ["toolz/tests/test_recipes.py"], LIMITS)
     assert run.error is None and run.outcomes
