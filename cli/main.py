@@ -24,6 +24,7 @@ from cli.errors import flow_failed, user_errors  # noqa: E402
 from cli.options import BenchmarkOption, DatabaseUrl, Sets  # noqa: E402
 from cli.pool import pool_app  # noqa: E402
 from cli.preflight import check_launch, eval_preflight, train_preflight  # noqa: E402
+from rl.modes import Mode  # noqa: E402
 
 prefect_guard.install()  # a temporary Prefect API started by this process dies with it, even on kill -9
 
@@ -323,7 +324,7 @@ def sft_cmd(
 @user_errors
 def train_cmd(
     config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/train_dbbench_smol.yaml)")] = None,
-    mode: Annotated[Optional[str], typer.Option(help="harness_s, grpo, h0_rescue or fixed_mixture")] = None,
+    mode: Annotated[Optional[str], typer.Option(help=f"Training mode: {', '.join(Mode)}")] = None,
     updates: Annotated[Optional[int], typer.Option(help="GRPO updates (raise it to extend a finished run)")] = None,
     batch_tasks: Annotated[Optional[int], typer.Option("--batch-tasks", help="Benchmark tasks per update")] = None,
     k: Annotated[Optional[int], typer.Option(help="Rollouts per group")] = None,

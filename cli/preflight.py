@@ -68,9 +68,10 @@ def train_preflight(cfg, database_url: str | None) -> None:
     from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
+    from rl.modes import Mode
     from tasks.training import check_recorded_updates, init_checkpoint, train_run_id, warm_start_config
 
-    names = {cfg.harness, *(cfg.mixture if cfg.mode == "fixed_mixture" else [])}
+    names = {cfg.harness, *(cfg.mixture if cfg.mode == Mode.FIXED_MIXTURE else [])}
     harnesses = [load_harness(name, cfg.env.benchmark) for name in names] + resolve_pool(cfg.pool, cfg.env.benchmark)
     check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
     check_sandbox(cfg.env.benchmark, harnesses)

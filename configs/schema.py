@@ -502,13 +502,13 @@ class TrainConfig(TrackedRunConfig):
 
     @model_validator(mode="after")
     def _mode_needs(self) -> TrainConfig:
-        if self.mode == "harness_s" and not self.pool:
+        if self.mode == Mode.HARNESS_S and not self.pool:
             raise ValueError("mode harness_s needs a non-empty pool of sibling harnesses (pool: [schema_rows, ...])")
-        if self.mode in ("harness_bandit", "harnessx") and not self.pool:
+        if self.mode in (Mode.HARNESS_BANDIT, Mode.HARNESSX) and not self.pool:
             raise ValueError(f"mode {self.mode} needs a pool of harnesses besides H0 (pool: [schema_rows, ...])")
-        if self.mode == "fixed_mixture" and not self.mixture:
+        if self.mode == Mode.FIXED_MIXTURE and not self.mixture:
             raise ValueError("mode fixed_mixture needs a non-empty mixture list of harness names")
-        if self.validation.harnesses == "h0" and self.mode == "harness_s" and self.router.kind in PROFILE_ROUTERS:
+        if self.validation.harnesses == "h0" and self.mode == Mode.HARNESS_S and self.router.kind in PROFILE_ROUTERS:
             raise ValueError(
                 f"router.kind {self.router.kind} reads the re-anchors' measurements of every pool harness: "
                 "set validation.harnesses: pool (or router.kind random)"

@@ -22,7 +22,7 @@ from db import store
 from db.engine import session_scope
 from rl.bandit import choose_arm, step_rewards
 from rl.group_planning import PlannedGroup, first_groups, is_dead, rescue_groups
-from rl.modes import TRAIN_ROLES, Mode
+from rl.modes import TRAIN_ROLES, Mode, Role
 from rl.replay import buffer_groups, draw
 from rl.rollout import RolloutResult, run_rollouts
 from tasks.records import build_group
@@ -234,6 +234,6 @@ def record_groups(
             step,
             cfg.router.kind,
             rescue.router_version,
-            [g.plan for g in rescue.groups if g.plan.role == "rescue"],
+            [g.plan for g in rescue.groups if g.plan.role == Role.RESCUE],
         )
     return StepGroups(first, rescue)

@@ -43,7 +43,7 @@ from rl.data_parallel import launched_world
 from rl.grpo import group_advantages
 from rl.memory import release_memory
 from rl.model_store import weights_of
-from rl.modes import RESCUE_ROLES, TRAIN_ROLES
+from rl.modes import RESCUE_ROLES, TRAIN_ROLES, Role
 from rl.policy import Sampling
 from rl.precision import resolve_dtype, rollout_copy, sync_weights
 from rl.rollout import RolloutSpec, run_rollouts
@@ -523,7 +523,7 @@ def paired_validation(
                     bench_task_id=t.id,
                     harness_id=h.id,
                     seed=cfg.seed,
-                    role="reanchor",
+                    role=Role.REANCHOR,
                     checkpoint=f"{run_id}@{step}",
                     results=[r for r in mine if r.bench_task_id == t.id],
                 )
