@@ -162,6 +162,16 @@ def _ancestors(paths) -> list[str]:
     return args
 
 
+def _bind_args(read_only: list[str], writable: list[str]) -> list[str]:
+    """The binds at their host paths, every folder above them created world-searchable first."""
+    args = _ancestors([*read_only, *writable])
+    for path in read_only:
+        args += ["--ro-bind", path, path]
+    for path in writable:
+        args += ["--bind", path, path]
+    return args
+
+
 def _bwrap_command(argv: list[str], layout: Layout, limits: Limits) -> list[str]:
     read_only, writable = _binds(layout)
     inner = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
@@ -169,11 +179,7 @@ def _bwrap_command(argv: list[str], layout: Layout, limits: Limits) -> list[str]
              "--proc", "/proc", "--dev", "/dev"]  # fmt: skip
     for path, size in layout.tmpfs:
         inner += ["--size", str(size), "--tmpfs", path]
-    inner += _ancestors([*read_only, *writable])
-    for path in read_only:
-        inner += ["--ro-bind", path, path]
-    for path in writable:
-        inner += ["--bind", path, path]
+    inner += _bind_args(read_only, writable)
     inner += ["--remount-ro", "/dev", "--remount-ro", "/"]  # writable: only the sized tmpfs and the writable binds
     inner += ["--chdir", layout.cwd, "--clearenv"]
     for key, value in layout.env.items():
@@ -184,11 +190,7 @@ def _bwrap_command(argv: list[str], layout: Layout, limits: Limits) -> list[str]
     # Root: stage the binds as root, then become the host's nobody and build the sandbox from there.
     outer = ["bwrap", "--die-with-parent", *_system_binds(), "--bind", "/proc", "/proc", "--dev", "/dev"]
     outer += ["--size", str(1 << 20), "--tmpfs", "/tmp"]  # where the inner bwrap builds its new root
-    outer += _ancestors([*read_only, *writable])
-    for path in read_only:
-        outer += ["--ro-bind", path, path]
-    for path in writable:
-        outer += ["--bind", path, path]
+    outer += _bind_args(read_only, writable)
     outer += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
               SETPRIV, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--"]  # fmt: skip
     return outer + inner

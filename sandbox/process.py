@@ -13,7 +13,7 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sandbox.jail import Layout, Limits, command, sandbox_mode
 
@@ -29,7 +29,6 @@ class Finished:
     channel_overflow: bool
     seconds: float
     timed_out: bool
-    extra: dict = field(default_factory=dict)
 
 
 def popen(argv: list[str], layout: Layout, limits: Limits, **kwargs) -> subprocess.Popen:
