@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import Run
+from rl.training_modes import MODES
 
 REPORTABLE_KINDS = ("pipeline", "train")
 # runs an export takes by themselves: a pool report, and the trainable editor's runs
@@ -73,7 +74,8 @@ def method_of(session: Session, run: Run) -> Method:
     else:
         train_run_id, train_config, evaluations = run.id, run.config, {}
     mode = (run.results or {}).get("method") or train_config.get("mode", "harness_s")  # a baseline names itself
-    router = train_config.get("router", {}).get("kind") if mode == "harness_s" else None
+    routed = mode in MODES and MODES[mode].needs_router  # a baseline's own name is no registered mode
+    router = train_config.get("router", {}).get("kind") if routed else None
     label = f"{mode} ({router})" if router else mode
     return Method(
         label=label,

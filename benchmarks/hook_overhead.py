@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from envs.dbbench.rules import _BLOCK_REPEAT  # noqa: E402
 from harness_pool.hook_client import HookSession, HookWorker  # noqa: E402
-from harness_pool.operators import _BLOCK_REPEAT  # noqa: E402
 from harness_pool.sandbox import call_hook, compile_hook  # noqa: E402
 
 CTX = {

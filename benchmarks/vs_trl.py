@@ -7,7 +7,7 @@ TRL runs with its own defaults otherwise (bf16 autocast, HF `generate`, one opti
 generation batch) in a separate virtual environment that `--setup` creates (.venv-trl: TRL and
 its dependencies, the same pinned torch and transformers as this project), never in the
 project's own dependencies. Our step: the lean engine on a bf16 rollout copy, the fp32-master
-update under bf16 autocast, then the copy refreshed (what tasks/training.py does per update).
+update under bf16 autocast, then the copy refreshed (what tasks/train_handle.py does per update).
 
 Run: .venv/bin/python benchmarks/vs_trl.py --setup   (once; needs the package registry)
      .venv/bin/python benchmarks/vs_trl.py

@@ -13,7 +13,6 @@ before anything is written, Prefect starts or a model loads.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,8 +23,6 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
-
-REBUILD = "rebuild it with `hs data build-train dbbench` (it rewrites the whole file)"
 
 
 def open_database(url: str | None, *, write: bool) -> str:
@@ -63,51 +60,19 @@ def check_output_folder(path: Path, what: str, fix: str) -> None:
         raise DataError(f"cannot write {what} to {path}: {problem}, or {fix}")
 
 
-def check_training_split(data_dir: str | None, missing_ok: bool = False, benchmark: str = "dbbench") -> None:
-    """Every line of the generated training split (HS_GENERATED_DIR or .hs/data) is a task record.
-
-    DBBench only: TextWorld's loader builds missing games itself and checks its own index.
+def check_training_split(benchmark: str, data_dir: str | None, missing_ok: bool = False) -> None:
+    """The benchmark's generated training split holds only task records (`Benchmark.check_training_split`;
+    a benchmark whose splits ship ready, or that checks its own index, has none).
 
     The flows read the whole file only after Prefect has started (and a model may have loaded);
     a damaged line is reported here instead, with its number. A missing file raises the data
     module's one-line error unless ``missing_ok`` (the pipeline builds it when missing).
     """
-    from envs.base import DataError
-    from envs.dbbench.data import split_path, task_from_record
+    from envs.registry import benchmark as registered
 
-    if benchmark != "dbbench":
-        return
-    try:
-        path = split_path("train", data_dir=data_dir)
-    except DataError:
-        if missing_ok:
-            return
-        raise
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(
-                    f"{path} line {number} is not UTF-8 text (byte 0x{raw[exc.start]:02x}): {REBUILD}"
-                ) from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(
-                    f"{path} line {number} is not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno}): "
-                    f"{REBUILD}"
-                ) from None
-            try:
-                if not isinstance(record, dict):
-                    raise TypeError(f"a JSON {type(record).__name__}, not an object")
-                task_from_record(record, "train", number - 1)
-            except KeyError as exc:
-                raise DataError(f"{path} line {number} is not a DBBench task (no field {exc}): {REBUILD}") from None
-            except (TypeError, ValueError, IndexError, AttributeError) as exc:
-                raise DataError(f"{path} line {number} is not a DBBench task ({exc}): {REBUILD}") from None
+    check = registered(benchmark).check_training_split
+    if check is not None:
+        check(data_dir, missing_ok)
 
 
 def read_utf8(path: Path, error: type[Exception]) -> str:

@@ -37,7 +37,7 @@ def bundles_cmd(
 
     cfg = load_config(EditorBundlesConfig, config, None, set_)
     load_harness(cfg.harness, cfg.env.benchmark)
-    check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
+    check_training_split(cfg.env.benchmark, cfg.env.data_dir)
     open_database(database_url, write=True)
     from flows.editor import editor_bundles
 

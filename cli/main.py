@@ -24,7 +24,7 @@ from cli.errors import flow_failed, user_errors  # noqa: E402
 from cli.options import BenchmarkOption, DatabaseUrl, Sets  # noqa: E402
 from cli.pool import pool_app  # noqa: E402
 from cli.preflight import check_launch, eval_preflight, train_preflight  # noqa: E402
-from rl.modes import Mode  # noqa: E402
+from rl.training_modes import modes_help  # noqa: E402
 
 prefect_guard.install()  # a temporary Prefect API started by this process dies with it, even on kill -9
 
@@ -61,7 +61,7 @@ def console() -> Console:
 def warm_start_for(path: str, model: str | None):
     """The SFT config --warm-start names; it sets the model, so --model/--checkpoint conflict with it."""
     from configs.schema import ConfigError
-    from tasks.training import sft_config_at
+    from tasks.run_identity import sft_config_at
 
     if model:
         raise ConfigError("--warm-start already names the model: drop --model/--checkpoint or drop --warm-start")
@@ -70,10 +70,10 @@ def warm_start_for(path: str, model: str | None):
 
 def _benchmark(name: str) -> str:
     from configs.schema import ConfigError
-    from envs.registry import NAMES
+    from envs.registry import names
 
-    if name not in NAMES:
-        raise ConfigError(f"unknown benchmark '{name}': the platform has {', '.join(NAMES)}")
+    if name not in names():
+        raise ConfigError(f"unknown benchmark '{name}': the platform has {', '.join(names())}")
     return name
 
 
@@ -101,21 +101,19 @@ def db_upgrade(
 def check_gold(
     benchmark: str = typer.Argument("dbbench"),
     split: Annotated[
-        str, typer.Option(help="dev or standard (DBBench); train, dev or test (TextWorld, BFCL, repair)")
+        str, typer.Option(help="a split of the benchmark (`hs env check-gold BENCH --split x` lists them when wrong)")
     ] = "dev",
     backend: Annotated[str, typer.Option(help="DBBench: sqlite or mysql")] = "sqlite",
     limit: Annotated[Optional[int], typer.Option(help="First N tasks only")] = None,
 ):
     """Replay the gold solutions through the environment and verifier; prints agreement per type."""
-    name = _benchmark(benchmark)
-    if name == "dbbench":
-        from envs.dbbench.gold import check_gold as run_check
+    from configs.schema import ConfigError, EnvConfig
+    from envs.registry import benchmark as registered
 
-        report = run_check(split, backend=backend, limit=limit)
-    else:
-        from importlib import import_module
-
-        report = import_module(f"envs.{name}.gold").check_gold(split, limit=limit)
+    bench = registered(_benchmark(benchmark))
+    if split not in bench.splits:
+        raise ConfigError(f"--split {split}: {bench.name} has the splits {', '.join(bench.splits)}; give one of them")
+    report = bench.check_gold(split, limit, EnvConfig(benchmark=bench.name, backend=backend))
     terminal = console()
     for line in report.format_lines():
         terminal.print(line, highlight=False)
@@ -303,7 +301,7 @@ def sft_cmd(
         "tiers": [t.strip() for t in tiers.split(",")] if tiers else None,
     }
     cfg = load_config(SftConfig, config, overrides, set_)
-    check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
+    check_training_split(cfg.env.benchmark, cfg.env.data_dir)
     open_database(database_url, write=True)
     from flows.sft import sft
 
@@ -324,7 +322,7 @@ def sft_cmd(
 @user_errors
 def train_cmd(
     config: Annotated[Optional[Path], typer.Option(help="YAML config (configs/train_dbbench_smol.yaml)")] = None,
-    mode: Annotated[Optional[str], typer.Option(help=f"Training mode: {', '.join(Mode)}")] = None,
+    mode: Annotated[Optional[str], typer.Option(help=f"Training mode: {modes_help()}")] = None,
     updates: Annotated[Optional[int], typer.Option(help="GRPO updates (raise it to extend a finished run)")] = None,
     batch_tasks: Annotated[Optional[int], typer.Option("--batch-tasks", help="Benchmark tasks per update")] = None,
     k: Annotated[Optional[int], typer.Option(help="Rollouts per group")] = None,
@@ -508,7 +506,7 @@ def evolve_cmd(
     overrides = {"env.benchmark": benchmark and _benchmark(benchmark), "rounds": rounds, "pool.version": version}
     cfg = load_config(EvolveConfig, config, overrides, set_)
     load_harness(cfg.harness, cfg.env.benchmark)
-    check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
+    check_training_split(cfg.env.benchmark, cfg.env.data_dir)
     open_database(database_url, write=True)
     from flows.evolve import evolve
 
@@ -541,7 +539,7 @@ def pool_report_cmd(
     overrides = {"version": version, "warm_start": warm_start, "policy.model": model, "n_tasks": n_tasks, "k": k}
     cfg = load_config(PoolReportConfig, None, overrides, set_)
     load_pool(cfg.version, cfg.env.benchmark, Path(cfg.pool_root))  # an unknown version fails here, in one line
-    check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
+    check_training_split(cfg.env.benchmark, cfg.env.data_dir)
     open_database(database_url, write=True)
     from flows.pool_report import pool_report
 

@@ -19,7 +19,7 @@ def eval_preflight(cfg, database_url: str | None, check_model: bool = True) -> N
 
     harnesses = [load_harness(cfg.harness, cfg.env.benchmark), *resolve_pool(cfg.pool, cfg.env.benchmark)]
     if cfg.split == "train":
-        check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
+        check_training_split(cfg.env.benchmark, cfg.env.data_dir)
     bench = benchmark(cfg.env.benchmark)
     if cfg.split not in bench.splits:
         raise ConfigError(f"split '{cfg.split}' is not a {bench.name} split: use one of {', '.join(bench.splits)}")
@@ -68,12 +68,13 @@ def train_preflight(cfg, database_url: str | None) -> None:
     from harness_pool.pool_store import resolve_pool
     from harness_pool.spec import load_harness
     from rl.model_store import resolve_model
-    from rl.modes import Mode
-    from tasks.training import check_recorded_updates, init_checkpoint, train_run_id, warm_start_config
+    from rl.training_modes import training_mode
+    from tasks.run_identity import init_checkpoint, train_run_id, warm_start_config
+    from tasks.train_checkpoints import check_recorded_updates
 
-    names = {cfg.harness, *(cfg.mixture if cfg.mode == Mode.FIXED_MIXTURE else [])}
+    names = {cfg.harness, *(cfg.mixture if training_mode(cfg.mode).needs_mixture else [])}
     harnesses = [load_harness(name, cfg.env.benchmark) for name in names] + resolve_pool(cfg.pool, cfg.env.benchmark)
-    check_training_split(cfg.env.data_dir, benchmark=cfg.env.benchmark)
+    check_training_split(cfg.env.benchmark, cfg.env.data_dir)
     check_sandbox(cfg.env.benchmark, harnesses)
     url, run_id = open_database(database_url, write=True), train_run_id(cfg)
     check_resumed_harnesses(run_id, harnesses, url)
@@ -85,16 +86,17 @@ def train_preflight(cfg, database_url: str | None) -> None:
 def pipeline_preflight(cfg, database_url: str | None) -> None:
     """Fail in one line, before Prefect starts: database, pool version, harnesses, training and dev data."""
     from cli.checks import check_sandbox, check_training_split, open_database
-    from envs.dbbench.data import load_split
+    from envs.registry import benchmark
     from harness_pool.pool_store import load_pool, resolve_pool
     from harness_pool.spec import load_harness
 
     open_database(database_url, write=True)
-    check_training_split(cfg.train.env.data_dir, missing_ok=True)  # built by the pipeline when missing
+    env = cfg.train.env
+    check_training_split(env.benchmark, env.data_dir, missing_ok=True)  # built by the pipeline when missing
     if cfg.pool_version:
         load_pool(cfg.pool_version, cfg.train.env.benchmark)
     elif cfg.evolve is None:
         resolve_pool(cfg.train.pool, cfg.train.env.benchmark)
     harnesses = [load_harness(h, cfg.train.env.benchmark) for h in [cfg.train.harness, *cfg.evaluate.outside]]
     check_sandbox(cfg.train.env.benchmark, harnesses, editors_write_hooks=cfg.evolve is not None)
-    load_split(cfg.evaluate.split, data_dir=cfg.train.env.data_dir, limit=1)
+    benchmark(env.benchmark).load(cfg.evaluate.split, data_dir=env.data_dir, limit=1)

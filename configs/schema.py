@@ -14,7 +14,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 
-from rl.modes import RESCUE_MODES, Mode
+from rl.modes import Mode
+from rl.training_modes import modes_help, training_mode
 
 CONFIG_DIR = Path(__file__).parent
 
@@ -437,12 +438,9 @@ class TrainConfig(TrackedRunConfig):
     NOT_IDENTITY = TrackedRunConfig.NOT_IDENTITY | {"state_dir"}
     LATER_FIELDS = frozenset({"bandit_exploration", "replay", "rollout_budget"})
     name: str = Field(default="train", description="Run name prefix; the run id is derived from the whole config.")
-    mode: Mode = Field(
-        default=Mode.HARNESS_S,
-        description="harness_s: rescue dead H0 groups with router-chosen siblings; grpo: no rescue; h0_rescue: a dead "
-        "group gets K fresh H0 rollouts; fixed_mixture: every group's K rollouts spread over 'mixture'; "
-        "harness_bandit: every group of an update under one harness of H0 + pool, chosen by UCB1 (rl/bandit.py); "
-        "harnessx: every group spread over H0 + pool, plus groups replayed from earlier updates (rl/replay.py).",
+    mode: str = Field(
+        default=Mode.HARNESS_S.value,
+        description="How an update's groups are formed, a mode of rl/training_modes.py: " + modes_help() + ".",
     )
     init: str = Field(
         default="smollm2-135m",
@@ -500,15 +498,17 @@ class TrainConfig(TrackedRunConfig):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Trainer backend settings.")
     state_dir: str = Field(default=".hs/runs", description="Per-run resume state (weights, optimizer, step).")
 
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, name: str) -> str:
+        training_mode(name)  # a registered mode, else the one-line error naming the known ones
+        return str(name)
+
     @model_validator(mode="after")
     def _mode_needs(self) -> TrainConfig:
-        if self.mode == Mode.HARNESS_S and not self.pool:
-            raise ValueError("mode harness_s needs a non-empty pool of sibling harnesses (pool: [schema_rows, ...])")
-        if self.mode in (Mode.HARNESS_BANDIT, Mode.HARNESSX) and not self.pool:
-            raise ValueError(f"mode {self.mode} needs a pool of harnesses besides H0 (pool: [schema_rows, ...])")
-        if self.mode == Mode.FIXED_MIXTURE and not self.mixture:
-            raise ValueError("mode fixed_mixture needs a non-empty mixture list of harness names")
-        if self.validation.harnesses == "h0" and self.mode == Mode.HARNESS_S and self.router.kind in PROFILE_ROUTERS:
+        mode = training_mode(self.mode)
+        mode.check(self)
+        if self.validation.harnesses == "h0" and mode.needs_router and self.router.kind in PROFILE_ROUTERS:
             raise ValueError(
                 f"router.kind {self.router.kind} reads the re-anchors' measurements of every pool harness: "
                 "set validation.harnesses: pool (or router.kind random)"
@@ -528,9 +528,9 @@ class TrainConfig(TrackedRunConfig):
             )
 
     def max_update_rollouts(self) -> int:
-        """The most one update can spend: K per task under H0, and as many again when every group
-        dies and is rescued (harness_s, h0_rescue)."""
-        return self.batch_tasks * self.k * (2 if self.mode in RESCUE_MODES else 1)
+        """The most one update can spend: K per task, times the mode's budget factor (2 where every
+        group can die and be rescued: harness_s, h0_rescue)."""
+        return self.batch_tasks * self.k * training_mode(self.mode).budget_factor
 
 
 class EditorConfig(_Frozen):

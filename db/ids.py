@@ -24,4 +24,30 @@ def stable_id(*parts: object) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
-__all__ = ["stable_id", "ID_LENGTH"]
+def run_id(
+    kind: str,
+    cfg,
+    *extra: object,
+    tag: str = "",
+    digits: int = 12,
+    exclude: frozenset[str] = frozenset(),
+    identity: bool = True,
+) -> str:
+    """A run's id (or a checkpoint's name) from its config: ``<cfg.name>[-<tag>]-<hash>``, the
+    hash being the first ``digits`` hex chars of ``stable_id(kind, cfg.identity(exclude), *extra)``
+    (without the identity when ``identity`` is false: an id derived from another run's id alone).
+    Same config, same run: starting the same command again resumes it.
+
+    >>> class Cfg:
+    ...     name = "eval"
+    ...     def identity(self, exclude=frozenset()):
+    ...         return "{}"
+    >>> run_id("eval", Cfg()) == "eval-" + stable_id("eval", "{}")[:12]
+    True
+    """
+    parts = (cfg.identity(exclude), *extra) if identity else extra
+    prefix = f"{cfg.name}-{tag}" if tag else cfg.name
+    return f"{prefix}-{stable_id(kind, *parts)[:digits]}"
+
+
+__all__ = ["stable_id", "run_id", "ID_LENGTH"]

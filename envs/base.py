@@ -9,8 +9,10 @@ one environment interface and one verifier (docs/method.md §1, docs/architectur
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from keyword import iskeyword
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 
@@ -198,3 +200,55 @@ class GoldReport:
             lines.append(f"  mean wall time of a judgment: {mean:.2f} s")
         lines.append(f"agreement: {100.0 * self.agreement:.1f}%")
         return lines
+
+
+# (action, what the environment answered) for every action that reached the environment
+Steps = list[tuple[Action, StepResult]]
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What the platform reads of a benchmark's task (stored as a bench_tasks row, db/models.py)."""
+
+    id: str  # unique across benchmarks, e.g. "dbbench/dev/0007"
+    benchmark: str
+    split: str
+    index: int
+    task_type: str | None  # a category for analyses (may be None)
+    tier: str | None  # its difficulty tier, one of Benchmark.tiers
+    description: str  # one line for listings
+    record: dict  # everything else, JSON-able, as the benchmark wants it kept
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A benchmark as the platform sees it: one object per benchmark package, registered in
+    envs/registry.py (built-in) or through the harness_s.benchmarks entry-point group."""
+
+    name: str
+    splits: tuple[str, ...]  # every split name; the training split is "train"
+    tiers: tuple[str, ...]  # difficulty tiers (or categories) of its tasks, for `tiers:` in configs
+    validation_split: str
+    test_split: str
+    load: Callable[..., list[Task]]  # (split, data_dir, limit, tiers) -> tasks in a stable order
+    make_env: Callable[..., Environment]  # (task, env config) -> a fresh, isolated environment
+    fields: Callable[[object], dict[str, str]]  # template placeholders of a task
+    behaviour_tags: Callable[[Steps, bool], list[str]]  # (steps, ended by an answer or a win)
+    behaviours: tuple[str, ...]  # every tag behaviour_tags can give, in report order
+    # (verdict, end reason, steps); the rollout engine sets "env_error" itself (envs.base.ENV_ERROR)
+    failure_kind: Callable[[Verdict, str, Steps], str | None]
+    demo_replies: Callable[..., list[str]]  # (training task, rng, inspect_prob) -> H0 turns that solve it
+    # module with PROTOCOLS: {protocol name: parser(reply text, accept_scalar_answer) -> envs.replies.ParsedAction};
+    # protocol names start with "<benchmark>_" (e.g. dbbench_text_v1)
+    protocols: str
+    # module with CAUSES {cause: explanation}, FAMILIES {family: causes}, OPERATORS {cause: variants of
+    # harness edits}, FORMAT_REMINDER and root_cause(rollout result, task) -> cause or None
+    rules: str
+    blurb: str  # what the benchmark is, one clause, for the editor's, diagnoser's and router's prompts
+    check_gold: Callable[..., GoldReport]  # (split, limit, env config) -> a replay of its gold solutions
+    harness_dir: Path  # its built-in harness YAML files (h0.yaml at least)
+    # (env config) -> where its training split is, built first when it is generated and missing
+    prepare_training_split: Callable[..., str] | None = None
+    # (data dir, missing_ok) -> None, or DataError naming the first damaged line of its generated training split
+    check_training_split: Callable[..., None] | None = None
+    runs_model_code: bool = False  # its environment executes what the policy writes: needs the sandbox (sandbox/)

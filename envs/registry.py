@@ -1,140 +1,105 @@
 """The benchmarks the platform runs, each behind the same `Environment` contract.
 
-A benchmark is one `envs/<name>/` package plus one entry here: how to load a split's tasks, how
-to build one rollout's environment, the template placeholders its tasks give a harness, and its
-behaviour detectors and failure kinds (diagnosis and RQ4). Flows, tasks and the rollout engine
-only ask this registry, so adding a benchmark touches no flow. Packages are imported when a
-benchmark is first used, so DBBench runs never import TextWorld.
+A benchmark is one package with a `Benchmark` object (the built-in ones: `envs/<name>/benchmark.py`)
+plus its registration: a line in `BUILTIN` here, or, for a benchmark outside this repository, an
+entry point in the `harness_s.benchmarks` group of its own package's metadata:
+
+    [project.entry-points."harness_s.benchmarks"]
+    toy = "toy_bench.benchmark:BENCHMARK"
+
+The object says how to load a split's tasks, build one rollout's environment, fill a harness's
+template placeholders, parse a reply under each of its protocols, diagnose a failed rollout and
+edit a harness offline (its rules module), describe itself to an editor or router, replay its gold
+solutions and prepare its training split. Flows, tasks, the editor and the rollout engine only ask
+this registry, so adding a benchmark touches no other module. A `Benchmark` module imports only
+what is cheap; its environment is imported when a rollout first needs it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from functools import cache
+from importlib import import_module
+from importlib.metadata import entry_points
 
-from envs.base import Action, DataError, Environment, StepResult, Verdict
+from envs.base import Benchmark, DataError
 
-# (action, what the environment answered) for every action that reached the environment
-Steps = list[tuple[Action, StepResult]]
-
-
-@dataclass(frozen=True)
-class Benchmark:
-    name: str
-    splits: tuple[str, ...]  # every split name; the training split is "train"
-    tiers: tuple[str, ...]  # difficulty tiers (or categories) of its tasks, for `tiers:` in configs
-    validation_split: str
-    test_split: str
-    load: Callable[..., list]  # (split, data_dir, limit, tiers) -> tasks in a stable order
-    make_env: Callable[..., Environment]  # (task, env config) -> a fresh, isolated environment
-    fields: Callable[[object], dict[str, str]]  # template placeholders of a task
-    behaviour_tags: Callable[[Steps, bool], list[str]]  # (steps, ended by an answer or a win)
-    # (verdict, end reason, steps); the rollout engine sets "env_error" itself (envs.base.ENV_ERROR)
-    failure_kind: Callable[[Verdict, str, Steps], str | None]
-    demo_replies: Callable[..., list[str]]  # (training task, rng, inspect_prob) -> H0 turns that solve it
-    runs_model_code: bool = False  # its environment executes what the policy writes: needs the sandbox (sandbox/)
+ENTRY_POINT_GROUP = "harness_s.benchmarks"
+BUILTIN = {
+    "dbbench": "envs.dbbench.benchmark:BENCHMARK",
+    "textworld": "envs.textworld.benchmark:BENCHMARK",
+    "bfcl": "envs.bfcl.benchmark:BENCHMARK",
+    "repair": "envs.repair.benchmark:BENCHMARK",
+}
 
 
-def _dbbench() -> Benchmark:
-    from envs.dbbench import demos, detectors
-    from envs.dbbench.data import TIERS, load_split
-    from envs.dbbench.env import DbBenchEnv
-
-    def load(split, data_dir=None, limit=None, tiers=None):
-        return load_split(split, data_dir=data_dir, limit=limit, tiers=tuple(tiers) if tiers else None)
-
-    def make_env(task, env):
-        return DbBenchEnv(task, backend=env.backend, max_rounds=env.max_rounds, mysql_url=env.mysql_url)
-
-    return Benchmark(
-        "dbbench", ("train", "dev", "standard"), TIERS, "dev", "standard", load, make_env,
-        detectors.task_fields, detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies,
-    )  # fmt: skip
+@cache
+def _specs() -> dict[str, str]:
+    """name -> "module:attribute" of every registered benchmark; built-in names win (read once per
+    process: entry points change only when packages are installed)."""
+    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {**found, **BUILTIN}
 
 
-def _textworld() -> Benchmark:
+def names() -> tuple[str, ...]:
+    return tuple(_specs())
+
+
+@cache
+def _load(name: str, spec: str) -> Benchmark:
+    module, _, attribute = spec.partition(":")
     try:
-        from envs.textworld import demos, detectors
-        from envs.textworld.data import SPLITS, TIERS, load_split
-        from envs.textworld.env import TextWorldEnv
-    except ImportError as exc:  # textworld is installed by `make setup`
-        raise DataError(f"TextWorld is not installed ({exc}): run `make setup`") from exc
-
-    def load(split, data_dir=None, limit=None, tiers=None):
-        return load_split(split, limit=limit, tiers=tuple(tiers) if tiers else None)
-
-    def make_env(task, env):
-        return TextWorldEnv(task, max_rounds=env.max_rounds)
-
-    return Benchmark(
-        "textworld", tuple(SPLITS), tuple(t.name for t in TIERS), "dev", "test", load, make_env,
-        lambda task: task.fields(), detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies, True,
-    )  # fmt: skip
-
-
-def _bfcl() -> Benchmark:
-    try:
-        from envs.bfcl import demos, detectors
-        from envs.bfcl.data import CATEGORIES, SPLITS, load_split
-        from envs.bfcl.env import BfclEnv
-    except ImportError as exc:  # bfcl-eval is installed by `make setup`
-        raise DataError(f"BFCL is not installed ({exc}): run `make setup`") from exc
-
-    def load(split, data_dir=None, limit=None, tiers=None):
-        return load_split(split, limit=limit, tiers=tuple(tiers) if tiers else None)
-
-    def make_env(task, env):
-        return BfclEnv(task, max_rounds=env.max_rounds)
-
-    return Benchmark(
-        "bfcl", SPLITS, CATEGORIES, "dev", "test", load, make_env,
-        detectors.task_fields, detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies, True,
-    )  # fmt: skip
-
-
-def _repair() -> Benchmark:
-    from envs.repair import demos, detectors
-    from envs.repair.data import SPLITS, TIERS, load_split
-    from envs.repair.env import RepairEnv
-
-    def load(split, data_dir=None, limit=None, tiers=None):
-        return load_split(split, limit=limit, tiers=tuple(tiers) if tiers else None)
-
-    def make_env(task, env):
-        return RepairEnv(task, max_rounds=env.max_rounds)
-
-    return Benchmark(
-        "repair", SPLITS, TIERS, "dev", "test", load, make_env,
-        lambda task: task.fields(), detectors.behaviour_tags, detectors.failure_kind, demos.demo_replies, True,
-    )  # fmt: skip
-
-
-_BUILDERS: dict[str, Callable[[], Benchmark]] = {
-    "dbbench": _dbbench, "textworld": _textworld, "bfcl": _bfcl, "repair": _repair,
-}  # fmt: skip
-_CACHE: dict[str, Benchmark] = {}
-NAMES = tuple(_BUILDERS)
+        found = getattr(import_module(module), attribute)
+    except ImportError as exc:
+        raise DataError(f"benchmark '{name}' could not be imported ({exc}): run `make setup`") from exc
+    except AttributeError:
+        raise DataError(f"benchmark '{name}': {module} has no {attribute}; fix its registration") from None
+    if not isinstance(found, Benchmark) or found.name != name:
+        raise DataError(f"benchmark '{name}': {spec} is not a Benchmark named '{name}'; fix its registration")
+    return found
 
 
 def benchmark(name: str) -> Benchmark:
-    if name not in _BUILDERS:
-        raise DataError(f"unknown benchmark '{name}': the platform has {', '.join(NAMES)}")
-    if name not in _CACHE:
-        _CACHE[name] = _BUILDERS[name]()
-    return _CACHE[name]
+    specs = _specs()
+    if name not in specs:
+        raise DataError(f"unknown benchmark '{name}': the platform has {', '.join(specs)}")
+    return _load(name, specs[name])
 
 
 def check_name(name: str) -> str:
     """A benchmark name for a pydantic validator: the name, or ValueError listing the known ones."""
-    if name not in _BUILDERS:
-        raise ValueError(f"unknown benchmark '{name}': use one of {', '.join(NAMES)}")
+    if name not in _specs():
+        raise ValueError(f"unknown benchmark '{name}': use one of {', '.join(names())}")
     return name
 
 
 def behaviours(name: str) -> tuple[str, ...]:
-    """Every behaviour tag the benchmark's detectors can give, in report order (imports only the
-    detectors module, so a report needs no benchmark package installed)."""
-    from importlib import import_module
+    """Every behaviour tag the benchmark's detectors can give, in report order."""
+    return benchmark(name).behaviours
 
-    check_name(name)
-    return import_module(f"envs.{name}.detectors").TAGS
+
+def rules(name: str):
+    """The benchmark's rules module (diagnosis causes and families, offline operators, root_cause)."""
+    return import_module(benchmark(name).rules)
+
+
+def _protocol_owner(protocol: str) -> str | None:
+    owners = [n for n in names() if protocol.startswith(f"{n}_")]
+    return max(owners, key=len) if owners else None
+
+
+def protocol_names() -> tuple[str, ...]:
+    """Every tool-view protocol of every registered benchmark."""
+    return tuple(p for n in names() for p in import_module(benchmark(n).protocols).PROTOCOLS)
+
+
+def parser(protocol: str) -> Callable:
+    """The parser of a tool-view protocol: (reply text, accept_scalar_answer) -> ParsedAction."""
+    owner = _protocol_owner(protocol)
+    try:
+        parsers = import_module(benchmark(owner).protocols).PROTOCOLS if owner else {}
+    except DataError as exc:  # a harness validator expects ValueError
+        raise ValueError(str(exc)) from None
+    if protocol not in parsers:
+        raise ValueError(f"unknown tool-view protocol '{protocol}': use one of {', '.join(protocol_names())}")
+    return parsers[protocol]

@@ -67,8 +67,8 @@ from tasks.editor_train import (
 )
 from tasks.evaluation import result_storage
 from tasks.evolution import record_harness_run, run_harness
+from tasks.run_identity import warm_start_config
 from tasks.sft import register_checkpoint, write_examples
-from tasks.training import warm_start_config
 
 
 @flow(

@@ -34,18 +34,9 @@ from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
 from harness_pool.selection import greedy_cover
 from tasks.evaluation import result_storage
-from tasks.evolution import (
-    evolve_run_id,
-    freeze,
-    judge,
-    propose_children,
-    record_candidates,
-    record_harness_run,
-    record_rejected,
-    register_evolution,
-    run_harness,
-)
-from tasks.training import warm_start_config
+from tasks.evolution import evolve_run_id, freeze, record_harness_run, register_evolution, run_harness
+from tasks.evolution_candidates import judge, propose_children, record_candidates, record_rejected
+from tasks.run_identity import warm_start_config
 
 
 def run_harnesses(

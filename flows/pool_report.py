@@ -19,7 +19,7 @@ from flows.evolve import run_harnesses
 from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
 from tasks.pool_report import register_pool_report, summarise_pool
-from tasks.training import warm_start_config
+from tasks.run_identity import warm_start_config
 
 
 @flow(name="pool-report", flow_run_name="pool-report-{config.version}")

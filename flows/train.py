@@ -33,6 +33,7 @@ from configs.schema import TrainConfig
 from flows.hooks import mark_failed_on_failure
 from flows.ownership import claim_run
 from flows.sft import ensure_warm_start
+from tasks.reanchor import paired_validation
 from tasks.rollout_groups import (
     dead_groups,
     record_groups,
@@ -40,23 +41,10 @@ from tasks.rollout_groups import (
     sample_first_groups,
     sample_rescue_groups,
 )
-from tasks.training import (
-    batch_for_step,
-    budget_allows,
-    check_recorded_updates,
-    completed_updates,
-    final_checkpoint,
-    finish_train_run,
-    init_checkpoint,
-    paired_validation,
-    record_step,
-    register_train_run,
-    release_handle,
-    save_progress,
-    train_run_id,
-    update_policy,
-    warm_start_config,
-)
+from tasks.run_identity import batch_for_step, init_checkpoint, train_run_id, warm_start_config
+from tasks.step_record import final_checkpoint, finish_train_run, record_step, register_train_run, save_progress
+from tasks.train_checkpoints import budget_allows, check_recorded_updates, completed_updates
+from tasks.train_handle import release_handle, update_policy
 
 
 def _progress() -> Progress:

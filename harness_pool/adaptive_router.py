@@ -24,6 +24,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Protocol
 
+from envs.registry import benchmark
 from harness_pool.llm import ChatClient
 from harness_pool.profiles import BehaviourProfile, TaskCondition, parse_json_reply, task_text
 from harness_pool.router import Ranking, Router
@@ -173,8 +174,8 @@ def _entry_text(when: TaskCondition, behaviour: str) -> str:
 
 # -------------------------------------------------------------------------------------- LLM voter
 
-VOTER_SYSTEM = (
-    "You route a SQL agent task to the agent harnesses most likely to solve it. You see the task "
+VOTER_SYSTEM_TEMPLATE = (
+    "You route a task of {blurb} to the agent harnesses most likely to solve it. You see the task "
     "and, for each harness, its validation success rate and where it beats or loses to the base "
     "harness. Reply with a JSON list of harness names, best first, and nothing else."
 )
@@ -206,7 +207,8 @@ class LlmVoter:
     def rank(self, task, candidates, profiles):
         """Names the model gives, mapped to ids (unknown ones ignored), then the unnamed candidates
         in input order. A reply without a JSON list raises: the router skips this voter."""
-        reply = parse_json_reply(self.chat.complete(VOTER_SYSTEM, self.prompt(task, candidates, profiles)))
+        system = VOTER_SYSTEM_TEMPLATE.format(blurb=benchmark(task.benchmark).blurb)
+        reply = parse_json_reply(self.chat.complete(system, self.prompt(task, candidates, profiles)))
         if not isinstance(reply, list):
             raise ValueError(f"voter {self.name} replied {type(reply).__name__}, not a list of harness names")
         by_name = {h.name: h.id for h in candidates}

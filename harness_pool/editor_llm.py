@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 
+from envs.registry import benchmark as registered
 from harness_pool.diagnosis import Cluster, causes_for
 from harness_pool.llm import ChatClient
 from harness_pool.patch import HarnessPatch, apply_patch, parse_patch
@@ -29,16 +30,6 @@ EXCERPT_CHARS = 1500
 RAW_CHARS = 4000
 UNKNOWN_CAUSE = "a cause named by the diagnoser (no rule describes it)"
 
-# What each benchmark is, in one phrase, for the editor's and the diagnoser's system messages.
-BENCHMARK_BLURBS = {
-    "dbbench": "DBBench, a benchmark where a language model answers questions about one SQL table (or changes it) "
-    "through a text protocol",
-    "textworld": "TextWorld, text adventure games where a language model reaches a goal by typing commands",
-    "bfcl": "BFCL multi-turn, where a language model serves a user's successive requests by calling functions "
-    "of stateful apps",
-    "repair": "repository repair, where a language model fixes a bug in a real Python project by reading, "
-    "editing and testing its code until the project's failing tests pass",
-}
 EDITOR_SYSTEM_TEMPLATE = """\
 You improve agent harnesses for {blurb}. A harness is data: prompts, a tool \
 view, a context policy, skills, declarative hook rules, sandboxed code hooks and guidance. You \
@@ -47,7 +38,7 @@ Reply with exactly one JSON object, the patch, in a ```json block, and nothing e
 
 
 def editor_system(benchmark: str) -> str:
-    return EDITOR_SYSTEM_TEMPLATE.format(blurb=BENCHMARK_BLURBS[benchmark])
+    return EDITOR_SYSTEM_TEMPLATE.format(blurb=registered(benchmark).blurb)
 
 
 SANDBOX_RULES = """\
@@ -177,7 +168,6 @@ You diagnose failed episodes of a language-model agent on {blurb}. Name the sing
 of the failure: the earliest mistake that, had it not happened, would most likely have led to success.
 Reply with the cause label only: one of the known causes, or if none fits, a new short \
 snake_case label (3-40 characters, lowercase letters, digits and underscores)."""
-DIAGNOSER_SYSTEM = DIAGNOSER_SYSTEM_TEMPLATE.format(blurb=BENCHMARK_BLURBS["dbbench"])
 
 LABEL = re.compile(r"^[a-z][a-z0-9_]{2,39}$")
 
@@ -194,6 +184,6 @@ class LlmDiagnoser:
             f"Known causes:\n{known}\n\nA rule-based check guessed: {rule_cause}\n\n"
             f"Failed trajectory:\n{_cut(trajectory_text, self.max_chars)}\n\nRoot cause label:"
         )
-        reply = self.chat.complete(DIAGNOSER_SYSTEM_TEMPLATE.format(blurb=BENCHMARK_BLURBS[self.benchmark]), user)
+        reply = self.chat.complete(DIAGNOSER_SYSTEM_TEMPLATE.format(blurb=registered(self.benchmark).blurb), user)
         label = reply.strip().strip("`'\"*.").strip().lower()
         return label if LABEL.match(label) else rule_cause

@@ -25,6 +25,7 @@ from statistics import mean
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from envs.registry import benchmark
 from harness_pool.llm import ChatClient, LlmError
 from harness_pool.spec import HarnessSpec
 
@@ -244,8 +245,8 @@ class _LlmReply(_Frozen):
     avoid: list[_LlmEntry] = Field(default_factory=list)
 
 
-INDUCER_SYSTEM = (
-    "You compare two agent harnesses that ran the same SQL benchmark tasks: the base harness H0 and a "
+INDUCER_SYSTEM_TEMPLATE = (
+    "You compare two agent harnesses that ran the same tasks of {blurb}: the base harness H0 and a "
     "sibling made from it by one edit. Describe when the sibling should be preferred over H0 and when it "
     "should be avoided, and how it behaves differently there. Reply with one JSON object only."
 )
@@ -311,7 +312,8 @@ def induce_llm(chat: ChatClient, sibling: HarnessSpec, records: list[PairedRecor
     `induce_offline` so re-anchoring never stops on a model's bad day."""
     sib, base, ids = _paired(sibling, records, h0_id)
     try:
-        reply = chat.complete(INDUCER_SYSTEM, _inducer_prompt(sibling, ids, sib, base))
+        system = INDUCER_SYSTEM_TEMPLATE.format(blurb=benchmark(sibling.benchmark).blurb)
+        reply = chat.complete(system, _inducer_prompt(sibling, ids, sib, base))
         parsed = _LlmReply.model_validate(parse_json_reply(reply))
     except (LlmError, ValueError, ValidationError) as err:  # ValidationError is a ValueError; named for clarity
         reason = " ".join(str(err).split())[:200]

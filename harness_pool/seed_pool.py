@@ -159,7 +159,7 @@ TEXTWORLD_SEED_POOL = ["format_reminder", "goal_reminder", "look_first", "unstic
 
 def bfcl_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
     """BFCL siblings, each aimed at one failure family of small models with function calling."""
-    from harness_pool.bfcl_rules import FORMAT_REMINDER as BFCL_FORMAT_REMINDER
+    from envs.bfcl.rules import FORMAT_REMINDER as BFCL_FORMAT_REMINDER
 
     return [
         _format_reminder(
@@ -208,7 +208,7 @@ BFCL_SEED_POOL = ["format_reminder", "act_first", "fix_errors", "json_tools"]
 
 def repair_seed_siblings(h0: HarnessSpec) -> list[HarnessSpec]:
     """Repair siblings, each aimed at one failure family of small models editing code."""
-    from harness_pool.repair_rules import FORMAT_REMINDER as REPAIR_FORMAT_REMINDER
+    from envs.repair.rules import FORMAT_REMINDER as REPAIR_FORMAT_REMINDER
 
     return [
         _format_reminder(

@@ -32,10 +32,8 @@ class _Frozen(BaseModel):
 class Prompts(_Frozen):
     system: str = Field(description="System message: the agent's role and the action protocol.")
     task_template: str = Field(
-        description="First user message; placeholders are filled from the benchmark task: DBBench "
-        "{instruction}, {description}, {add_description}, {table_name}, {headers}, {sample_rows}; TextWorld "
-        "{instruction} (= {goal}), {tier}; BFCL {instruction} (the first request), {function_list} (signatures, "
-        "envs/bfcl/docs.py), {functions} (documents, JSON)."
+        description="First user message; placeholders are filled from the benchmark task (its benchmark's "
+        "`fields`, e.g. {instruction}; docs/benchmarks.md lists each benchmark's placeholders)."
     )
     observation_template: str = Field(
         default="{observation}",
@@ -46,23 +44,17 @@ class Prompts(_Frozen):
 class ToolView(_Frozen):
     protocol: str = Field(
         default="dbbench_text_v1",
-        description="Action protocol parser (harness_pool/tool_view.py): 'dbbench_text_v1' = 'Action: Operation' "
-        "+ one ```sql block, or 'Action: Answer' + 'Final Answer: [...]'; 'dbbench_json_v1' = one JSON call "
-        '{"name": "execute_sql", "arguments": {"sql": ...}} or {"name": "submit_answer", "arguments": '
-        '{"answer": [...]}}, bare or in a ```json block; '
-        "'textworld_text_v1' = one line 'Action: <command>'; 'textworld_json_v1' = "
-        '{"name": "act", "arguments": {"command": ...}}; "bfcl_text_v1" = "Action: call" + calls in Python syntax, '
-        'or "Action: reply" + a message; "bfcl_json_v1" = JSON calls, "reply" ends the turn. The protocol prefix '
-        "names the benchmark.",
+        description="Action protocol parser: one of the harness's benchmark's protocols, named "
+        "<benchmark>_<view>_v<n> (its PROTOCOLS, e.g. envs/dbbench/protocol.py: dbbench_text_v1 and "
+        "dbbench_json_v1; each module's docstring says how a reply is read).",
     )
 
     @field_validator("protocol")
     @classmethod
     def _known_protocol(cls, protocol: str) -> str:
-        from harness_pool.tool_view import PARSERS
+        from envs.registry import parser
 
-        if protocol not in PARSERS:
-            raise ValueError(f"unknown tool-view protocol '{protocol}': use one of {', '.join(PARSERS)}")
+        parser(protocol)  # ValueError: unknown tool-view protocol '...': use one of ...
         return protocol
 
     on_invalid: Literal["end", "warn"] = Field(
@@ -322,11 +314,14 @@ BUILTIN_DIR = Path(__file__).parent / "harnesses"
 
 def load_harness(name_or_path: str | Path, benchmark: str = "dbbench") -> HarnessSpec:
     """Load a harness by built-in name (e.g. 'h0') or by path to a YAML file."""
+    from envs.registry import benchmark as registered
+
     path = Path(name_or_path)
+    folder = registered(benchmark).harness_dir
     if not path.suffix:
-        path = BUILTIN_DIR / benchmark / f"{name_or_path}.yaml"
+        path = folder / f"{name_or_path}.yaml"
     if not path.exists():
-        known = sorted(p.stem for p in (BUILTIN_DIR / benchmark).glob("*.yaml"))
+        known = sorted(p.stem for p in folder.glob("*.yaml"))
         raise HarnessError(f"harness '{name_or_path}' not found: give a YAML path or one of {known}")
     try:
         data = yaml.safe_load(path.read_text())

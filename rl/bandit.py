@@ -1,7 +1,7 @@
 """The HarnessBandit baseline's arm choice (pure): one harness per optimizer step, by UCB1.
 
 The paper: one harness per optimizer step, chosen by a bandit over the pool from the rewards it
-produced. Our reading (training mode `harness_bandit`, rl/group_planning.py): every group of an
+produced. Our reading (training mode `harness_bandit`, rl/training_modes.py): every group of an
 update runs under the arm chosen for that update; nothing rescues a dead group; the update is
 the same GRPO update as every other mode's. Departures: the paper does not name its bandit, so
 UCB1 is our choice; H0 is an arm like the siblings.

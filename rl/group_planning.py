@@ -1,17 +1,17 @@
-"""Which rollouts form each task's group in one update, per training mode (docs/method.md §3, §5).
+"""The shapes an update's groups can take: the planners the training modes are built from
+(rl/training_modes.py says which mode uses which; docs/method.md §3, §5).
 
-- harness_s: K rollouts under H0; a group with no success is "dead" and is replaced by a rescue
-  group: the router ranks the auxiliary harnesses for the task and the top K each run once,
-  from the same initial task state (each rollout gets its own fresh environment).
-- grpo: K rollouts under H0, no rescue (dead groups stay and teach nothing).
-- h0_rescue: a dead group is replaced by K fresh rollouts under H0: the same rollout budget as
-  harness_s with no harness diversity.
-- fixed_mixture: every group's K rollouts are spread round robin over a fixed harness list.
-- harness_bandit: every group of the update runs under the one harness the bandit chose for it
-  (rl/bandit.py), no rescue.
-- harnessx: every group's K rollouts are spread over H0 and the pool, the round robin carried
-  on from one task's group to the next so every harness gets its share; no rescue (the update
-  adds groups replayed from earlier updates, rl/replay.py).
+First groups, one per task (each a planner of (bench_tasks, h0, mixture, k, arm, pool)):
+- h0_groups: K rollouts under H0.
+- mixture_groups: the K rollouts spread round robin over a fixed harness list (the mixture).
+- bandit_groups: every group under the one harness the bandit chose for the update (rl/bandit.py).
+- span_groups: the K rollouts spread over H0 and the pool, the round robin carried on from one
+  task's group to the next so every harness gets its share.
+
+Rescue groups, one per dead task (each a planner of (dead_tasks, h0, pool, router, k)):
+- sibling_rescue: the router ranks the auxiliary harnesses for the task and the top K each run
+  once, from the same initial task state (each rollout gets its own fresh environment).
+- h0_rescue: K fresh rollouts under H0: the same rollout budget with no harness diversity.
 
 Pure planning: no model, database or Prefect here. Rescue rollouts use sample indices K..2K-1
 so their ids never collide with the first group's.
@@ -19,12 +19,11 @@ so their ids never collide with the first group's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness_pool.router import Router
 from harness_pool.spec import HarnessSpec
-from rl.modes import Mode, Role
+from rl.modes import Role
 from rl.rollout import RolloutSpec
 
 
@@ -44,53 +43,42 @@ class PlannedGroup:
         return ids.pop() if len(ids) == 1 else None
 
 
-def _mode(mode: str) -> Mode:
-    try:
-        return Mode(mode)
-    except ValueError:
-        raise ValueError(f"unknown training mode '{mode}': use one of {', '.join(Mode)}") from None
-
-
-def first_groups(
-    mode: str,
-    bench_tasks: list,
-    h0: HarnessSpec,
-    mixture: list[HarnessSpec],
-    k: int,
-    arm: HarnessSpec | None = None,
-    pool: list[HarnessSpec] = (),
-) -> list[PlannedGroup]:
-    """Each task's first group: K rollouts under H0, spread over the mixture (fixed_mixture) or over
-    H0 + pool (harnessx), or under the update's bandit arm (harness_bandit)."""
-    if _mode(mode) is Mode.HARNESSX:
-        span = list({h.id: h for h in [h0, *pool]}.values())
-        return [
-            PlannedGroup(t, Role.SPAN, [RolloutSpec(t, span[(j * k + i) % len(span)], i) for i in range(k)])
-            for j, t in enumerate(bench_tasks)
-        ]
-    if _mode(mode) is Mode.HARNESS_BANDIT:
-        if arm is None:
-            raise ValueError("mode harness_bandit needs the update's arm (the harness the bandit chose)")
-        return [PlannedGroup(t, Role.BANDIT, [RolloutSpec(t, arm, i) for i in range(k)]) for t in bench_tasks]
-    if _mode(mode) is Mode.FIXED_MIXTURE:
-        if not mixture:
-            raise ValueError("mode fixed_mixture needs at least one harness in the mixture")
-        return [
-            PlannedGroup(t, Role.MIXTURE, [RolloutSpec(t, mixture[i % len(mixture)], i) for i in range(k)])
-            for t in bench_tasks
-        ]
+def h0_groups(bench_tasks, h0: HarnessSpec, mixture, k: int, arm=None, pool=()) -> list[PlannedGroup]:
     return [PlannedGroup(t, Role.H0, [RolloutSpec(t, h0, i) for i in range(k)]) for t in bench_tasks]
 
 
-def _no_rescue(dead_tasks, h0, pool, router, k) -> list[PlannedGroup]:
-    return []
+def mixture_groups(bench_tasks, h0, mixture: list[HarnessSpec], k: int, arm=None, pool=()) -> list[PlannedGroup]:
+    if not mixture:
+        raise ValueError("mode fixed_mixture needs at least one harness in the mixture")
+    return [
+        PlannedGroup(t, Role.MIXTURE, [RolloutSpec(t, mixture[i % len(mixture)], i) for i in range(k)])
+        for t in bench_tasks
+    ]
 
 
-def _h0_rescue(dead_tasks, h0, pool, router, k) -> list[PlannedGroup]:
+def bandit_groups(bench_tasks, h0, mixture, k: int, arm: HarnessSpec | None = None, pool=()) -> list[PlannedGroup]:
+    if arm is None:
+        raise ValueError("mode harness_bandit needs the update's arm (the harness the bandit chose)")
+    return [PlannedGroup(t, Role.BANDIT, [RolloutSpec(t, arm, i) for i in range(k)]) for t in bench_tasks]
+
+
+def span_groups(
+    bench_tasks, h0: HarnessSpec, mixture, k: int, arm=None, pool: list[HarnessSpec] = ()
+) -> list[PlannedGroup]:
+    span = list({h.id: h for h in [h0, *pool]}.values())
+    return [
+        PlannedGroup(t, Role.SPAN, [RolloutSpec(t, span[(j * k + i) % len(span)], i) for i in range(k)])
+        for j, t in enumerate(bench_tasks)
+    ]
+
+
+def h0_rescue(dead_tasks, h0: HarnessSpec, pool, router, k: int) -> list[PlannedGroup]:
     return [PlannedGroup(t, Role.H0_RESCUE, [RolloutSpec(t, h0, k + i) for i in range(k)]) for t in dead_tasks]
 
 
-def _sibling_rescue(dead_tasks, h0, pool, router: Router | None, k) -> list[PlannedGroup]:
+def sibling_rescue(
+    dead_tasks, h0: HarnessSpec, pool: list[HarnessSpec], router: Router | None, k: int
+) -> list[PlannedGroup]:
     siblings = [h for h in pool if h.id != h0.id]
     if not siblings:
         raise ValueError("mode harness_s needs at least one auxiliary harness in the pool besides H0")
@@ -112,24 +100,6 @@ def _sibling_rescue(dead_tasks, h0, pool, router: Router | None, k) -> list[Plan
             )
         )
     return groups
-
-
-RESCUE_PLANNERS: dict[Mode, Callable[..., list[PlannedGroup]]] = {
-    Mode.HARNESS_S: _sibling_rescue,
-    Mode.GRPO: _no_rescue,
-    Mode.H0_RESCUE: _h0_rescue,
-    Mode.FIXED_MIXTURE: _no_rescue,
-    Mode.HARNESS_BANDIT: _no_rescue,
-    Mode.HARNESSX: _no_rescue,
-}
-
-
-def rescue_groups(
-    mode: str, dead_tasks: list, h0: HarnessSpec, pool: list[HarnessSpec], router: Router | None, k: int
-) -> list[PlannedGroup]:
-    """Replacement groups for the tasks whose first group had no success, by the mode's planner."""
-    planner = RESCUE_PLANNERS[_mode(mode)]
-    return planner(dead_tasks, h0, pool, router, k) if dead_tasks else []
 
 
 def is_dead(successes: list[bool]) -> bool:

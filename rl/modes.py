@@ -1,4 +1,4 @@
-"""The names the training loop chooses by: training modes and group roles (one place for both).
+"""The names the training loop chooses by: the built-in training modes and group roles.
 
 StrEnum members are their string values, so configs, database rows and JSON keep the plain
 names ("harness_s", "rescue", ...), and comparing with a string still works."""
@@ -9,17 +9,15 @@ from enum import StrEnum
 
 
 class Mode(StrEnum):
-    """How an update's groups are formed (rl/group_planning.py)."""
+    """The built-in training modes' names; what each does is its entry in rl/training_modes.py
+    (MODES), where a new mode registers too."""
 
-    HARNESS_S = "harness_s"  # a dead H0 group is replaced by the router's top K siblings
-    GRPO = "grpo"  # no rescue
-    H0_RESCUE = "h0_rescue"  # a dead H0 group is replaced by K fresh H0 rollouts
-    FIXED_MIXTURE = "fixed_mixture"  # every group spread over a fixed harness list
-    HARNESS_BANDIT = "harness_bandit"  # one harness per update, chosen by UCB1 over H0 + pool (rl/bandit.py)
-    HARNESSX = "harnessx"  # every group spread over H0 + pool, plus groups replayed from a buffer (rl/replay.py)
-
-
-RESCUE_MODES = (Mode.HARNESS_S, Mode.H0_RESCUE)  # a dead group is replaced by a second group of K rollouts
+    HARNESS_S = "harness_s"
+    GRPO = "grpo"
+    H0_RESCUE = "h0_rescue"
+    FIXED_MIXTURE = "fixed_mixture"
+    HARNESS_BANDIT = "harness_bandit"
+    HARNESSX = "harnessx"
 
 
 class Role(StrEnum):

@@ -1,7 +1,7 @@
 """HarnessX's shared replay buffer (pure): which earlier groups an update trains on again.
 
 The paper: HarnessX couples harness evolution with GRPO whose groups span harnesses, fed from a
-shared replay buffer. Our reading (training mode `harnessx`, rl/group_planning.py): every
+shared replay buffer. Our reading (training mode `harnessx`, rl/training_modes.py): every
 group's K rollouts are spread over H0 and the pool's siblings; the buffer holds the most recent
 `capacity` groups from earlier updates that carried a learning signal (rewards not all equal);
 each update trains on its fresh groups plus `per_update` groups drawn from the buffer (seeded by

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 
-from envs.base import ENV_ERROR, Environment, Verdict
-from envs.registry import Steps, benchmark
+from envs.base import ENV_ERROR, Environment, Steps, Verdict
+from envs.registry import benchmark
 from harness_pool.runtime import HarnessRuntime, task_fields
 from harness_pool.spec import HarnessSpec
 from harness_pool.tool_view import parse_action

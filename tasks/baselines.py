@@ -21,8 +21,8 @@ from rl.sft import SftExample
 from rl.train_batch import sequences_from_turns
 from tasks.pipeline import TEST_SPLIT, eval_config, training_config
 from tasks.resources import get_engine
+from tasks.run_identity import batch_for_step, init_checkpoint, task_sets
 from tasks.sft import checkpoint_name, register_checkpoint, register_sft_run, train_checkpoint, write_examples
-from tasks.training import batch_for_step, init_checkpoint, task_sets
 
 
 def candidate_sources(train_cfg: TrainConfig) -> dict[str, str]:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import selectinload
 from configs.schema import EditorBundlesConfig
 from db import store
 from db.engine import session_scope
-from db.ids import stable_id
+from db.ids import run_id
 from db.models import BenchTask, EditorBundle, Trajectory
 from harness_pool.bundles import Bundle, approx_tokens, build_bundles
 from harness_pool.spec import HarnessSpec, load_harness
@@ -30,7 +30,7 @@ SPLITS = {"train": "train", "heldout": "dev"}  # bundle split -> the benchmark s
 
 
 def bundles_run_id(cfg: EditorBundlesConfig) -> str:
-    return f"{cfg.name}-{stable_id('editor-bundles', cfg.identity())[:12]}"
+    return run_id("editor-bundles", cfg)
 
 
 def bundle_task_ids(cfg: EditorBundlesConfig) -> dict[str, list[str]]:

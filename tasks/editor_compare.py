@@ -11,7 +11,7 @@ from sqlalchemy import select
 from configs.schema import EditorTrainConfig, PolicyConfig
 from db import store
 from db.engine import session_scope
-from db.ids import stable_id
+from db.ids import run_id, stable_id
 from db.models import EditorBundle, EditorPatch
 from harness_pool.bundles import Bundle
 from harness_pool.engineer import engineer_messages
@@ -24,7 +24,7 @@ ROLE = "editor-compare"
 
 
 def compare_run_id(cfg: EditorTrainConfig) -> str:
-    return f"{cfg.name}-compare-{stable_id('editor-compare', editor_train_run_id(cfg))[:12]}"
+    return run_id("editor-compare", cfg, editor_train_run_id(cfg), tag="compare", identity=False)
 
 
 @task(name="register-editor-compare")

@@ -14,7 +14,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from configs.schema import EditorBundlesConfig, EditorSftConfig, SftConfig, load_config_at
 from db.engine import session_scope
-from db.ids import stable_id
+from db.ids import run_id, stable_id
 from db.models import EditorPatch
 from harness_pool.bundles import Bundle
 from harness_pool.diagnosis import Cluster
@@ -36,7 +36,7 @@ def bundles_config(cfg: EditorSftConfig) -> EditorBundlesConfig:
 
 def engineer_checkpoint_name(cfg: EditorSftConfig) -> str:
     """Same config and same bundles, same checkpoint: built on first use, reused afterwards."""
-    return f"{cfg.name}-{stable_id('engineer-sft', cfg.identity(), bundles_run_id(bundles_config(cfg)))[:10]}"
+    return run_id("engineer-sft", cfg, bundles_run_id(bundles_config(cfg)), digits=10)
 
 
 def editor_sft_run_id(cfg: EditorSftConfig) -> str:

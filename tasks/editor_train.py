@@ -1,7 +1,7 @@
 """Prefect tasks of the engineer's GRPO (issue 21): sample G patches per bundle from the in-process
 engineer, score the re-runs, and apply one clipped update on the engineer's tokens only.
 
-The engineer and its trainer live once per process (like the policy of tasks/training.py);
+The engineer and its trainer live once per process (like the policy of tasks/train_handle.py);
 after every update the trainer state and the number of finished updates are saved, so a
 restarted run loads them and goes on with the next update. Sampled replies are persisted task
 results keyed by (run, step), so a crash between sampling and updating re-uses them.
@@ -21,7 +21,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from configs.schema import EditorSftConfig, EditorTrainConfig, load_config_at
 from db.engine import session_scope
-from db.ids import stable_id
+from db.ids import run_id, stable_id
 from db.models import TrainStep
 from harness_pool.bundles import Bundle
 from harness_pool.engineer import engineer_messages
@@ -44,7 +44,7 @@ def sft_config(cfg: EditorTrainConfig) -> EditorSftConfig:
 
 
 def editor_train_run_id(cfg: EditorTrainConfig) -> str:
-    return f"{cfg.name}-{stable_id('engineer-grpo', cfg.identity(), engineer_checkpoint_name(sft_config(cfg)))[:12]}"
+    return run_id("engineer-grpo", cfg, engineer_checkpoint_name(sft_config(cfg)))
 
 
 def state_dir(cfg: EditorTrainConfig, run_id: str) -> Path:

@@ -22,7 +22,7 @@ from configs.schema import EvalConfig, RunnerConfig
 from db import store
 from db.engine import database_url as default_url
 from db.engine import mask_url, session_scope
-from db.ids import stable_id
+from db.ids import run_id, stable_id
 from db.models import BenchTask as BenchTaskRow
 from db.models import Evaluation, RolloutGroup, RouterDecision, Trajectory
 from harness_pool.spec import load_harness
@@ -44,7 +44,7 @@ from tasks.resources import bench_task, bench_tasks, env_factory, get_engine, ge
 
 def run_id_for(cfg: EvalConfig) -> str:
     """Same config, same run: starting the same command again resumes it."""
-    return f"{cfg.name}-{stable_id('eval', cfg.identity())[:12]}"
+    return run_id("eval", cfg)
 
 
 def result_storage(cfg: EvalConfig) -> Path:

@@ -15,30 +15,23 @@ from configs.pipeline import PipelineConfig
 from configs.schema import EnvConfig, EvalConfig, PolicyConfig, TrainConfig
 from db import store
 from db.engine import session_scope
-from db.ids import stable_id
+from db.ids import run_id
+from envs.registry import benchmark
 from tasks import tracking
 from tasks.resources import get_engine
-from tasks.training import init_checkpoint
-
-TRAIN_SPLIT_SEED, TRAIN_SPLIT_SIZE = 0, 400
+from tasks.run_identity import init_checkpoint
 
 
 @task(name="training-data")
 def ensure_training_split(env: EnvConfig) -> str:
-    """The generated training split (seed 0, 400 tasks, all tiers), built when it is missing."""
-    from envs.dbbench.data import DataError, resolve_generated_dir, split_path
-    from envs.dbbench.train_split import build_train_split
-
-    try:
-        return str(split_path("train", data_dir=env.data_dir))
-    except DataError:
-        target = resolve_generated_dir(None) / env.benchmark / "train.jsonl"
-        build_train_split(target, seed=TRAIN_SPLIT_SEED, n_tasks=TRAIN_SPLIT_SIZE, data_dir=env.data_dir)
-        return str(target)
+    """Where the benchmark's training split is, generated first when it is generated and missing
+    (`Benchmark.prepare_training_split`); a benchmark whose splits ship ready has nothing to do."""
+    prepare = benchmark(env.benchmark).prepare_training_split
+    return prepare(env) if prepare else f"{env.benchmark} train split (ships with the benchmark)"
 
 
 def pipeline_run_id(cfg: PipelineConfig) -> str:
-    return f"{cfg.name}-{stable_id('pipeline', cfg.identity())[:12]}"
+    return run_id("pipeline", cfg)
 
 
 def training_config(cfg: PipelineConfig, pool_version: str | None) -> TrainConfig:

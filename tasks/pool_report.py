@@ -19,7 +19,7 @@ from analysis.pool import pool_report
 from configs.schema import EvolveConfig, PoolReportConfig
 from db import store
 from db.engine import session_scope
-from db.ids import stable_id
+from db.ids import run_id
 from db.models import Pool, Run
 from harness_pool.pool_store import load_pool
 from tasks.evolution import diagnosis_task_ids, policy_config
@@ -28,7 +28,7 @@ from tasks.resources import bench_task, bench_tasks, get_engine
 
 
 def report_run_id(cfg: PoolReportConfig) -> str:
-    return f"{cfg.name}-{cfg.version}-{stable_id('pool-report', cfg.identity())[:10]}"
+    return run_id("pool-report", cfg, tag=cfg.version, digits=10)
 
 
 def _evolution_tasks(session, created_by: str | None) -> list[str]:

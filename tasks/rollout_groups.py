@@ -1,10 +1,14 @@
 """Prefect tasks for one update's rollout groups (flows/train.py, Algorithm 1 lines 4-9).
 
-sample_first_groups: K rollouts per task under H0 (spread over the fixed mixture in that mode);
+sample_first_groups: each task's first group, by the training mode (rl/training_modes.py);
 dead_groups: the groups with no success, which carry no GRPO signal;
-sample_rescue_groups: replacement groups for the dead ones, per training mode;
+sample_rescue_groups: replacement groups for the dead ones, by the training mode;
 record_groups: every group to the database; the groups the update trains on;
-replay_groups: harnessx's earlier groups drawn from its replay buffer (read back from the rows).
+replay_groups: earlier groups drawn from the replay buffer where the mode needs it (harnessx;
+read back from the rows).
+
+What a mode needs (the bandit's arm, the router, the replay buffer) is asked of its registry
+entry, never of its name.
 
 Groups go from task to task in memory. The database is the record, and the resume source
 (db/journal.py), but the update does not read its rows back from it.
@@ -21,14 +25,16 @@ from configs.schema import TrainConfig
 from db import store
 from db.engine import session_scope
 from rl.bandit import choose_arm, step_rewards
-from rl.group_planning import PlannedGroup, first_groups, is_dead, rescue_groups
-from rl.modes import TRAIN_ROLES, Mode, Role
+from rl.group_planning import PlannedGroup, is_dead
+from rl.modes import TRAIN_ROLES, Role
 from rl.replay import buffer_groups, draw
 from rl.rollout import RolloutResult, run_rollouts
+from rl.training_modes import first_groups, rescue_groups, training_mode
 from tasks.records import build_group
 from tasks.resources import bench_task, env_factory, get_engine
 from tasks.routing import build_router, record_decisions
-from tasks.training import get_handle, harness_sets, step_sampling
+from tasks.run_identity import harness_sets, step_sampling
+from tasks.train_handle import get_handle
 
 
 class Group:
@@ -144,11 +150,12 @@ def _sample(
 def sample_first_groups(
     cfg: TrainConfig, run_id: str, step: int, bench_task_ids: list[str], database_url: str | None = None
 ) -> Sampled:
-    """K rollouts per task under H0 (fixed_mixture: spread round robin over the mixture;
-    harness_bandit: under the harness UCB1 picks from the earlier updates' rewards)."""
+    """Each task's first group by the mode's planner: K rollouts under H0 (fixed_mixture: spread
+    round robin over the mixture; a mode that needs the bandit: under the harness UCB1 picks from
+    the earlier updates' rewards)."""
     h0, pool, mixture = harness_sets(cfg)
     arm, decision = None, None
-    if cfg.mode == Mode.HARNESS_BANDIT:
+    if training_mode(cfg.mode).needs_bandit:
         arm, decision = _bandit_arm(cfg, run_id, step, [h0, *pool], database_url)
     plans = first_groups(cfg.mode, [bench_task(cfg.env, i) for i in bench_task_ids], h0, mixture, cfg.k, arm, pool)
     return _sample(cfg, run_id, plans, step, phase=0, bandit=decision)
@@ -180,11 +187,11 @@ def dead_groups(sampled: Sampled) -> list[Group]:
 def sample_rescue_groups(
     cfg: TrainConfig, run_id: str, step: int, dead: list[Group], database_url: str | None
 ) -> Sampled:
-    """A replacement group per dead group, by mode: harness_s, the router's top K siblings, one
-    rollout each; h0_rescue, K fresh rollouts under H0; grpo and fixed_mixture, none."""
+    """A replacement group per dead group, by the mode's rescue planner: harness_s, the router's top
+    K siblings, one rollout each; h0_rescue, K fresh rollouts under H0; a mode without one, none."""
     h0, pool, _ = harness_sets(cfg)
     router, version = None, None
-    if cfg.mode == Mode.HARNESS_S and dead:
+    if training_mode(cfg.mode).needs_router and dead:
         with session_scope(get_engine(database_url)) as session:
             router, version = build_router(cfg, session, run_id, step)
     plans = rescue_groups(cfg.mode, [g.plan.bench_task for g in dead], h0, pool, router, cfg.k)
@@ -193,9 +200,9 @@ def sample_rescue_groups(
 
 @task(name="replay-groups", task_run_name="replay-step{step}", cache_policy=NO_CACHE)
 def replay_groups(cfg: TrainConfig, run_id: str, step: int, database_url: str | None) -> list[ReplayedGroup]:
-    """harnessx: groups of earlier updates drawn from the replay buffer (rl/replay.py); none in
-    every other mode."""
-    if cfg.mode != Mode.HARNESSX or not cfg.replay.per_update:
+    """A mode that needs replay (harnessx): groups of earlier updates drawn from the replay buffer
+    (rl/replay.py); none in every other mode."""
+    if not training_mode(cfg.mode).needs_replay or not cfg.replay.per_update:
         return []
     with session_scope(get_engine(database_url)) as session:
         earlier = [d for run in cfg.replay.from_runs for d in store.train_step_details(session, run, before=10**9)]

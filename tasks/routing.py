@@ -16,7 +16,7 @@ from db.ids import stable_id
 from db.models import ProfileVersion, RouterDecision
 from harness_pool.adaptive_router import AdaptiveRouter, EmbeddingVoter, LlmVoter, RulesVoter, StatisticsVoter
 from harness_pool.llm import make_chat
-from harness_pool.profiles import BehaviourProfile, PairedRecord, induce_llm, induce_offline
+from harness_pool.profiles import BehaviourProfile, PairedRecord, induce_llm, induce_offline, task_text
 from harness_pool.router import FixedRouter, RandomRouter
 from harness_pool.spec import HarnessSpec
 
@@ -34,7 +34,7 @@ def paired_records(results, tasks_by_id: dict) -> list[PairedRecord]:
                 bench_task_id=task_id,
                 task_type=t.task_type,
                 tier=t.tier,
-                text=t.instruction,
+                text=task_text(t),
                 harness_id=harness_id,
                 successes=[r.verdict.success for r in rs],
                 behaviour_tags=[list(r.behaviour_tags) for r in rs],

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from configs.schema import PolicyConfig, SftConfig
 from db import store
 from db.engine import session_scope
-from db.ids import stable_id
+from db.ids import run_id
 from db.models import Checkpoint
 from envs.registry import benchmark
 from harness_pool.spec import load_harness
@@ -30,7 +30,7 @@ from tasks.resources import drop_local_policies, env_factory, get_engine, get_po
 
 def checkpoint_name(cfg: SftConfig) -> str:
     """Same config, same checkpoint: built on first use, reused afterwards."""
-    return f"{cfg.name}-{stable_id('sft', cfg.identity())[:10]}"
+    return run_id("sft", cfg, digits=10)
 
 
 def sft_run_id(cfg: SftConfig) -> str:

@@ -199,16 +199,3 @@ def mysql_collation_key(text: str) -> str:
 def mysql_collate(left: str, right: str) -> int:
     a, b = mysql_collation_key(left), mysql_collation_key(right)
     return (a > b) - (a < b)
-
-
-def make_backend(kind: str = "sqlite", mysql_url: str | None = None) -> SqlBackend:
-    """Backend by name, so configs can say `backend: sqlite|mysql`."""
-    if kind == "sqlite":
-        from envs.dbbench.sqlite_backend import SqliteBackend
-
-        return SqliteBackend()
-    if kind == "mysql":
-        from envs.dbbench.mysql_backend import MysqlBackend
-
-        return MysqlBackend(mysql_url)
-    raise ValueError(f"unknown SQL backend {kind!r}: use 'sqlite' or 'mysql'")

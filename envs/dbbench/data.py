@@ -253,3 +253,42 @@ def load_split(
             f"`hs data build-train dbbench --tiers {','.join(wanted)}`"
         )
     return tasks
+
+
+REBUILD = "rebuild it with `hs data build-train dbbench` (it rewrites the whole file)"
+
+
+def check_generated_train_split(data_dir: str | None, missing_ok: bool = False) -> None:
+    """Every line of the generated training split (HS_GENERATED_DIR or .hs/data) is a task record:
+    a damaged line is reported with its number; a missing file raises unless ``missing_ok``."""
+    try:
+        path = split_path("train", data_dir=data_dir)
+    except DataError:
+        if missing_ok:
+            return
+        raise
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(
+                    f"{path} line {number} is not UTF-8 text (byte 0x{raw[exc.start]:02x}): {REBUILD}"
+                ) from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(
+                    f"{path} line {number} is not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno}): "
+                    f"{REBUILD}"
+                ) from None
+            try:
+                if not isinstance(record, dict):
+                    raise TypeError(f"a JSON {type(record).__name__}, not an object")
+                task_from_record(record, "train", number - 1)
+            except KeyError as exc:
+                raise DataError(f"{path} line {number} is not a DBBench task (no field {exc}): {REBUILD}") from None
+            except (TypeError, ValueError, IndexError, AttributeError) as exc:
+                raise DataError(f"{path} line {number} is not a DBBench task ({exc}): {REBUILD}") from None

@@ -8,11 +8,24 @@ this class and its verifier unchanged.
 from __future__ import annotations
 
 from envs.base import Action, AnswerAction, SqlAction, StepResult, Verdict
-from envs.dbbench.backends import SqlBackend, SqlExecutionError, SqlResult, format_rows, make_backend
+from envs.dbbench.backends import SqlBackend, SqlExecutionError, SqlResult, format_rows
 from envs.dbbench.data import BenchTask
 from envs.dbbench.verifier import mutation_ok, verify_answer
 
 DEFAULT_MAX_ROUNDS = 15
+
+
+def make_backend(kind: str = "sqlite", mysql_url: str | None = None) -> SqlBackend:
+    """Backend by name, so configs can say `backend: sqlite|mysql`."""
+    if kind == "sqlite":
+        from envs.dbbench.sqlite_backend import SqliteBackend
+
+        return SqliteBackend()
+    if kind == "mysql":
+        from envs.dbbench.mysql_backend import MysqlBackend
+
+        return MysqlBackend(mysql_url)
+    raise ValueError(f"unknown SQL backend {kind!r}: use 'sqlite' or 'mysql'")
 
 
 class DbBenchEnv:

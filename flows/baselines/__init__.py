@@ -1,7 +1,7 @@
 """The paper's baselines beside Harness-S, one module each (docs/method.md §8).
 
-A baseline that is a way of forming GRPO groups is a training mode (`train.mode`), planned in
-rl/group_planning.py like GRPO, H0-rescue and the fixed mixture: HarnessBandit (`harness_bandit`,
+A baseline that is a way of forming GRPO groups is a training mode (`train.mode`), an entry of
+rl/training_modes.py like GRPO, H0-rescue and the fixed mixture: HarnessBandit (`harness_bandit`,
 its arm choice and documentation in rl/bandit.py) and HarnessX (`harnessx`, its replay buffer
 and documentation in rl/replay.py).
 A baseline of another shape is its own flow, chosen by the pipeline config's `baseline:` field,

@@ -27,7 +27,7 @@ from flows.baselines.search import harness_search, search_record, searched_pool
 from flows.evaluate import evaluate
 from tasks.baselines import deployment_configs, rollout_budget
 from tasks.pipeline import record_results
-from tasks.training import init_checkpoint
+from tasks.run_identity import init_checkpoint
 
 
 @flow(name="frozen-evolution", flow_run_name="frozen-evolution-{config.name}")

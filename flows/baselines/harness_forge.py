@@ -38,7 +38,7 @@ from tasks.baselines import (
     selection_configs,
 )
 from tasks.pipeline import record_results
-from tasks.training import init_checkpoint
+from tasks.run_identity import init_checkpoint
 
 
 @flow(name="harness-forge", flow_run_name="harness-forge-{config.name}")

@@ -35,7 +35,7 @@ from flows.train import train
 from tasks.baselines import coupled_budget, round_evolution, segment_config, segment_updates
 from tasks.budget import hold_to_budget
 from tasks.pipeline import ensure_training_split, evaluation_configs, record_results, training_config
-from tasks.training import init_checkpoint, warm_start_config
+from tasks.run_identity import init_checkpoint, warm_start_config
 
 
 @flow(name="harnessx", flow_run_name="harnessx-{config.name}")

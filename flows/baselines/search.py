@@ -12,7 +12,7 @@ from harness_pool.selection import ranked_harnesses
 from tasks.baselines import selection_configs
 from tasks.budget import hold_to_budget
 from tasks.pipeline import ensure_training_split, training_config
-from tasks.training import warm_start_config
+from tasks.run_identity import warm_start_config
 
 
 def searched_pool(cfg: PipelineConfig, database_url: str | None) -> tuple[str | None, TrainConfig]:

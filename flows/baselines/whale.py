@@ -34,7 +34,7 @@ from flows.baselines.search import harness_search, search_record, searched_pool
 from flows.evaluate import evaluate
 from tasks.baselines import collect_configs, deployment_configs, rft_checkpoint, rollout_budget, round_tasks
 from tasks.pipeline import record_results
-from tasks.training import init_checkpoint
+from tasks.run_identity import init_checkpoint
 
 
 @flow(name="whale", flow_run_name="whale-{config.name}")

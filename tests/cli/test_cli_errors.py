@@ -278,7 +278,7 @@ def test_resuming_a_run_whose_harness_file_changed_is_refused_without_touching_t
     the file the same command would add the new harness's rollouts to the old run."""
     from configs.schema import EvalConfig, TrainConfig, load_config
     from tasks.evaluation import run_id_for
-    from tasks.training import train_run_id
+    from tasks.run_identity import train_run_id
 
     path, url = tmp_path / "mine.yaml", f"sqlite:///{tmp_path / 'hs.db'}"
     path.write_text((REPO / "harness_pool/harnesses/dbbench/h0.yaml").read_text())

@@ -306,7 +306,8 @@ def test_resuming_training_into_a_database_without_its_updates_says_so_before_an
     import json
 
     from configs.schema import TrainConfig, load_config
-    from tasks.training import state_dir, train_run_id
+    from tasks.run_identity import train_run_id
+    from tasks.train_checkpoints import state_dir
 
     monkeypatch.setenv("HS_GENERATED_DIR", str(train_dir))
     monkeypatch.setenv("HS_DATABASE_URL", f"sqlite:///{tmp_path / 'new.db'}")

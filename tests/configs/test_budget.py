@@ -105,7 +105,7 @@ def test_h0_only_re_anchors_are_refused_where_profiles_are_read():
 
 
 def test_a_field_added_at_its_default_keeps_the_comparisons_run_ids():
-    from tasks.training import train_run_id
+    from tasks.run_identity import train_run_id
 
     def run_id(path: str, sets: list[str] | None = None) -> str:
         cfg = load(path, sets)

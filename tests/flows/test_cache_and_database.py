@@ -176,17 +176,17 @@ def test_a_finished_training_run_in_a_new_or_lost_database_is_refilled_from_its_
     new database and on a deleted one: every row comes back from the step files, no rollout runs."""
     from db.models import Checkpoint, ProfileVersion, RouterDecision, TrainStep
     from flows.train import train
-    from tasks import rollout_groups, training
+    from tasks import reanchor, rollout_groups
     from tests.flows.test_train_flow import tiny_cfg
 
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
-    real, rollouts = training.run_rollouts, []
+    real, rollouts = reanchor.run_rollouts, []
 
     def counting(*args, **kwargs):
         rollouts.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(training, "run_rollouts", counting)  # re-anchors
+    monkeypatch.setattr(reanchor, "run_rollouts", counting)  # re-anchors
     monkeypatch.setattr(rollout_groups, "run_rollouts", counting)  # an update's groups
     cfg = tiny_cfg(tmp_path, updates=1, reanchor_every=1, checkpoint_every=1)
 

@@ -141,12 +141,12 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
     import shutil
 
     import tasks.evaluation as te
+    import tasks.reanchor as tr
     import tasks.rollout_groups as tg
-    import tasks.training as tt
     from tests.flows.test_cache_and_database import every_id
 
     rollouts = []
-    for module in (te, tt, tg):
+    for module in (te, tr, tg):
         real = module.run_rollouts
         monkeypatch.setattr(module, "run_rollouts", lambda *a, _real=real, **kw: rollouts.append(1) or _real(*a, **kw))
     expected = every_id(url)

@@ -77,14 +77,14 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
     from rl.sft import demo_replies
     from rl.trainer import TorchTrainer, TrainerSettings
     from rl.transformers_policy import TransformersPolicy
-    from tasks import rollout_groups, training
+    from tasks import rollout_groups, step_record, train_handle
     from tasks.resources import bench_tasks
 
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     cfg = tiny_cfg(
         tmp_path, k=4, router={"kind": "fixed", "names": ["schema_rows", "format_reminder"]}, env={"max_rounds": 4}
     )
-    run = training.register_train_run.fn(cfg, url, None)
+    run = step_record.register_train_run.fn(cfg, url, None)
     task = bench_tasks(cfg.env, "train", tiers=["easy"])[0]
     good = load_harness("schema_rows")
     opening, _ = HarnessRuntime(good, task_fields(task)).opening_messages()
@@ -92,7 +92,7 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
     policy = ScriptedByHarness(inner, opening, demo_replies(task, random.Random(0), inspect_prob=0.0))
     trainer = TorchTrainer(inner.model, TrainerSettings(lr=1e-4, micro_batch=2), inner.pad_id)
     run_id = run["run_id"]
-    training._HANDLES[run_id] = training.TrainHandle(policy, trainer)
+    train_handle._HANDLES[run_id] = train_handle.TrainHandle(policy, trainer)
     try:
         first = rollout_groups.sample_first_groups.fn(cfg, run_id, 0, [task.id])
         dead = rollout_groups.dead_groups(first)
@@ -106,7 +106,7 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
         assert rescue_summary["role"] == "rescue" and rescue_summary["trained"]
         assert rescue_summary["successes"] == [True, False, True, False]  # schema_rows solves, format_reminder does not
         assert [g.group_id for g in groups.trained] == [rescue_summary["group_id"]] and groups.rollouts_spent == 8
-        seqs = training.group_sequences(groups.trained)
+        seqs = train_handle.group_sequences(groups.trained)
         assert [s.advantage for s in seqs] == [1.0, -1.0, 1.0, -1.0]
         with session_scope(make_engine(url)) as s:
             assert s.scalar(select(func.count()).select_from(RolloutGroup)) == 2  # the dead group is kept too
@@ -121,15 +121,15 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
                 for tr in trajs
             ] == [q.input_ids for q in seqs]
         before = [p.detach().clone() for p in inner.model.parameters()]
-        update = training.update_policy.fn(cfg, run_id, 0, groups.trained)
+        update = train_handle.update_policy.fn(cfg, run_id, 0, groups.trained)
         assert update["trained_sequences"] == 4 and update["grad_norm"] > 0
         assert any(not torch.equal(a, b) for a, b in zip(before, inner.model.parameters()))
-        signals = training.record_step.fn(cfg, run_id, 0, groups, dead, update, None, url)
+        signals = step_record.record_step.fn(cfg, run_id, 0, groups, dead, update, None, url)
         assert signals["train/valid_group_ratio"] == 1.0 and signals["rollout/rescues_triggered"] == 1.0
         assert signals["rollout/rescue_success"] == 1.0 and signals["rollout/rollouts_spent"] == 8.0
         assert signals["train/first_group_success"] == 0.0 and signals["train/dead_groups"] == 1.0
     finally:
-        training.drop_handle(run_id)
+        train_handle.drop_handle(run_id)
 
 
 @pytest.mark.slow
@@ -140,18 +140,18 @@ def test_harness_bandit_plays_every_harness_then_the_one_that_paid(tmp_path, tra
     from rl.sft import demo_replies
     from rl.trainer import TorchTrainer, TrainerSettings
     from rl.transformers_policy import TransformersPolicy
-    from tasks import rollout_groups, training
+    from tasks import rollout_groups, step_record, train_handle
     from tasks.resources import bench_tasks
 
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     cfg = tiny_cfg(tmp_path, mode="harness_bandit", k=2, updates=4, env={"max_rounds": 4})
-    run = training.register_train_run.fn(cfg, url, None)
+    run = step_record.register_train_run.fn(cfg, url, None)
     task = bench_tasks(cfg.env, "train", tiers=["easy"])[0]
     opening, _ = HarnessRuntime(load_harness("schema_rows"), task_fields(task)).opening_messages()
     inner = TransformersPolicy("smollm2-135m", shared=False)
     policy = ScriptedByHarness(inner, opening, demo_replies(task, random.Random(0), inspect_prob=0.0) * 2)
     run_id = run["run_id"]
-    training._HANDLES[run_id] = training.TrainHandle(
+    train_handle._HANDLES[run_id] = train_handle.TrainHandle(
         policy, TorchTrainer(inner.model, TrainerSettings(lr=1e-6, micro_batch=2), inner.pad_id)
     )
     played = []
@@ -160,8 +160,8 @@ def test_harness_bandit_plays_every_harness_then_the_one_that_paid(tmp_path, tra
             first = rollout_groups.sample_first_groups.fn(cfg, run_id, step, [task.id], url)
             none = rollout_groups.Sampled([], 0.0)
             groups = rollout_groups.record_groups.fn(cfg, run_id, step, first, none, url)
-            update = training.update_policy.fn(cfg, run_id, step, groups.trained)
-            training.record_step.fn(cfg, run_id, step, groups, rollout_groups.dead_groups(first), update, None, url)
+            update = train_handle.update_policy.fn(cfg, run_id, step, groups.trained)
+            step_record.record_step.fn(cfg, run_id, step, groups, rollout_groups.dead_groups(first), update, None, url)
             played.append(first.bandit["arm"])
             assert [g.plan.role for g in first.groups] == ["bandit"]
         assert played == ["h0", "schema_rows", "format_reminder", "schema_rows"]
@@ -174,23 +174,23 @@ def test_harness_bandit_plays_every_harness_then_the_one_that_paid(tmp_path, tra
         again = rollout_groups.sample_first_groups.fn(cfg, run_id, 3, [task.id], url)  # a redone update
         assert again.bandit == first.bandit
     finally:
-        training.drop_handle(run_id)
+        train_handle.drop_handle(run_id)
 
 
 def test_a_re_anchor_of_h0_alone_measures_only_h0_and_writes_no_sibling_profile(tmp_path, train_dir):
     """validation.harnesses h0 (methods that read no profile): the re-anchor runs, stores and
     reports H0 alone; no sibling gets a profile induced from rollouts it never had."""
-    from tasks import training
+    from tasks import reanchor, step_record, train_handle
 
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     cfg = tiny_cfg(
         tmp_path, mode="harness_bandit", validation={"split": "train", "n_tasks": 2, "k": 1, "harnesses": "h0"}
     )
-    run = training.register_train_run.fn(cfg, url, None)
+    run = step_record.register_train_run.fn(cfg, url, None)
     try:
-        result = training.paired_validation.fn(cfg, run["run_id"], 0, run["val_task_ids"], url)
+        result = reanchor.paired_validation.fn(cfg, run["run_id"], 0, run["val_task_ids"], url)
     finally:
-        training.drop_handle(run["run_id"])
+        train_handle.drop_handle(run["run_id"])
     assert list(result["success"]) == ["h0"] and result["profiles"] == {}
     with session_scope(make_engine(url)) as s:
         measured = s.scalars(select(RolloutGroup.harness_id).where(RolloutGroup.run_id == run["run_id"])).all()
@@ -209,18 +209,18 @@ def test_harnessx_spans_harnesses_and_replays_a_group_with_a_signal_token_for_to
     from rl.sft import demo_replies
     from rl.trainer import TorchTrainer, TrainerSettings
     from rl.transformers_policy import TransformersPolicy
-    from tasks import rollout_groups, training
+    from tasks import rollout_groups, step_record, train_handle
     from tasks.resources import bench_tasks
 
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     cfg = tiny_cfg(tmp_path, mode="harnessx", k=2, env={"max_rounds": 4}, replay={"capacity": 4, "per_update": 2})
-    run = training.register_train_run.fn(cfg, url, None)
+    run = step_record.register_train_run.fn(cfg, url, None)
     task = bench_tasks(cfg.env, "train", tiers=["easy"])[0]
     opening, _ = HarnessRuntime(load_harness("schema_rows"), task_fields(task)).opening_messages()
     inner = TransformersPolicy("smollm2-135m", shared=False)
     policy = ScriptedByHarness(inner, opening, demo_replies(task, random.Random(0), inspect_prob=0.0))
     run_id = run["run_id"]
-    training._HANDLES[run_id] = training.TrainHandle(
+    train_handle._HANDLES[run_id] = train_handle.TrainHandle(
         policy, TorchTrainer(inner.model, TrainerSettings(lr=1e-6, micro_batch=2), inner.pad_id)
     )
     try:
@@ -229,15 +229,15 @@ def test_harnessx_spans_harnesses_and_replays_a_group_with_a_signal_token_for_to
             first = rollout_groups.sample_first_groups.fn(cfg, run_id, step, [task.id], url)
             groups = rollout_groups.record_groups.fn(cfg, run_id, step, first, rollout_groups.Sampled([], 0.0), url)
             replayed = rollout_groups.replay_groups.fn(cfg, run_id, step, url)
-            update = training.update_policy.fn(cfg, run_id, step, [*groups.trained, *replayed])
-            training.record_step.fn(cfg, run_id, step, groups, [], update, None, url, replayed)
+            update = train_handle.update_policy.fn(cfg, run_id, step, [*groups.trained, *replayed])
+            step_record.record_step.fn(cfg, run_id, step, groups, [], update, None, url, replayed)
             steps.append((groups, replayed, update))
         (g0,), none, update0 = steps[0][0].trained, steps[0][1], steps[0][2]
         assert [r.harness_id for r in g0.results] == [load_harness("h0").id, load_harness("schema_rows").id]
         assert g0.successes == [False, True] and none == [] and update0["sequences"] == 2
         _, (again,), update1 = steps[1]
         assert again.group_id == g0.group_id and again.rewards == g0.rewards and update1["sequences"] == 4
-        original, replay = training.group_sequences([g0]), training.group_sequences([again])
+        original, replay = train_handle.group_sequences([g0]), train_handle.group_sequences([again])
         assert [(q.input_ids, q.advantage) for q in replay] == [(q.input_ids, q.advantage) for q in original]
         flat = [[x for q in seqs for x in q.rollout_logprobs] for seqs in (replay, original)]
         assert flat[0] == pytest.approx(flat[1], nan_ok=True)
@@ -246,19 +246,19 @@ def test_harnessx_spans_harnesses_and_replays_a_group_with_a_signal_token_for_to
             assert row.details["replayed"] == [g0.group_id] and row.metrics["train/replayed_groups"] == 1.0
             assert {g.role for g in s.scalars(select(RolloutGroup).where(RolloutGroup.run_id == run_id))} == {"span"}
     finally:
-        training.drop_handle(run_id)
+        train_handle.drop_handle(run_id)
 
 
 @pytest.mark.slow
 def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, train_dir, prefect_api, monkeypatch):
     from flows.train import train
     from rl.trainer import TorchTrainer
-    from tasks import training
+    from tasks import run_identity, train_checkpoints, train_handle
 
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     cfg = tiny_cfg(tmp_path)
-    run_id = training.train_run_id(cfg)
+    run_id = run_identity.train_run_id(cfg)
     real_update, calls = TorchTrainer.update, []
 
     def dies_on_second_update(self, seqs):
@@ -270,18 +270,18 @@ def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, tr
     monkeypatch.setattr(TorchTrainer, "update", dies_on_second_update)
     with pytest.raises(BaseException):
         train(cfg, database_url=url)
-    assert training.completed_updates(cfg, run_id) == 1
-    training.drop_handle(run_id)  # a new process: weights and optimizer come back from disk
+    assert train_checkpoints.completed_updates(cfg, run_id) == 1
+    train_handle.drop_handle(run_id)  # a new process: weights and optimizer come back from disk
     monkeypatch.setattr(TorchTrainer, "update", real_update)
 
     result = train(cfg, database_url=url)
-    assert training.completed_updates(cfg, run_id) == 2
+    assert train_checkpoints.completed_updates(cfg, run_id) == 2
     assert [h["step"] for h in result["history"]] == [0, 1]
     with session_scope(make_engine(url)) as s:
         steps = s.scalars(select(TrainStep).where(TrainStep.run_id == run_id).order_by(TrainStep.step)).all()
-        train_ids = [t.id for t in training.task_sets(cfg)[0]]
+        train_ids = [t.id for t in run_identity.task_sets(cfg)[0]]
         for row in steps:  # the data order of a fresh run
-            expected = training.batch_for_step(train_ids, cfg.seed, cfg.batch_tasks, row.step)
+            expected = run_identity.batch_for_step(train_ids, cfg.seed, cfg.batch_tasks, row.step)
             assert sorted({g["bench_task_id"] for g in row.details["groups"]}) == sorted(set(expected))
         groups = s.scalars(select(RolloutGroup).where(RolloutGroup.run_id == run_id)).all()
         keys = [(g.step, g.bench_task_id, g.role, g.harness_id) for g in groups]
@@ -322,16 +322,16 @@ def test_training_stops_before_an_update_that_could_cross_the_rollout_budget(
     budget of 6 an update starts only if 4 more keep the run within 6. Training ends there with its
     final re-anchor and a registered checkpoint, and starting again changes nothing."""
     from flows.train import train
-    from tasks import training
+    from tasks import train_checkpoints
 
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
     url = f"sqlite:///{tmp_path / 'hs.db'}"
     cfg = tiny_cfg(tmp_path, updates=3, rollout_budget=6)
     result = train(cfg, database_url=url)
     run_id = result["run_id"]
-    done = training.completed_updates(cfg, run_id)
+    done = train_checkpoints.completed_updates(cfg, run_id)
     assert 1 <= done < cfg.updates
-    spent = training.spent_training_rollouts(run_id, done, url)
+    spent = train_checkpoints.spent_training_rollouts(run_id, done, url)
     assert spent <= 6 < spent + cfg.max_update_rollouts()  # within the cap, and the next update could cross it
     assert result["checkpoint"] == f"{run_id}-u{done}"
     assert [h["step"] for h in result["history"]] == list(range(done))
@@ -341,5 +341,5 @@ def test_training_stops_before_an_update_that_could_cross_the_rollout_budget(
         assert sorted({e.metrics["step"] for e in reanchors}) == [0, done]
         assert s.get(Run, run_id).status == "completed"
     again = train(cfg, database_url=url)  # resumes into the same stop
-    assert again["checkpoint"] == result["checkpoint"] and training.completed_updates(cfg, run_id) == done
-    assert training.spent_training_rollouts(run_id, done + 1, url) == spent
+    assert again["checkpoint"] == result["checkpoint"] and train_checkpoints.completed_updates(cfg, run_id) == done
+    assert train_checkpoints.spent_training_rollouts(run_id, done + 1, url) == spent

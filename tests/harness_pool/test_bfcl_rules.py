@@ -9,7 +9,7 @@ pytest.importorskip("bfcl_eval")
 
 from envs.bfcl.data import load_split  # noqa: E402
 from envs.bfcl.env import BfclEnv  # noqa: E402
-from harness_pool.bfcl_rules import CAUSES, FAMILIES, OPERATORS, root_cause  # noqa: E402
+from envs.bfcl.rules import CAUSES, FAMILIES, OPERATORS, root_cause  # noqa: E402
 from harness_pool.diagnosis import Cluster  # noqa: E402
 from harness_pool.operators import VARIANTS, offline_patch  # noqa: E402
 from harness_pool.patch import apply_patch  # noqa: E402

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness_pool.diagnosis import CAUSES, Cluster, Facts, SqlStep, cluster_causes, root_cause
-from harness_pool.operators import OPERATORS, offline_patch, target_groups
+from envs.dbbench.rules import CAUSES, OPERATORS, Facts, SqlStep
+from envs.dbbench.rules import cause_of_facts as root_cause
+from harness_pool.diagnosis import Cluster, cluster_causes
+from harness_pool.operators import offline_patch, target_groups
 from harness_pool.patch import apply_patch
 from harness_pool.runtime import HarnessRuntime
 from harness_pool.spec import load_harness
@@ -102,7 +104,7 @@ def test_every_operator_variant_applies_to_h0_and_variants_differ():
     ids = set()
     for cause, variants in OPERATORS.items():
         for v in range(len(variants)):
-            child = apply_patch(h0, offline_patch([Cluster(cause, ["a", "b"])], v, f"{cause}-{v}"), round=1)
+            child = apply_patch(h0, offline_patch([Cluster(cause, ["a", "b"])], v, f"{cause}-{v}", "dbbench"), round=1)
             HarnessRuntime(child, {"table_name": "T", "headers": "a"}).opening_messages()
             ids.add(child.id)
     assert len(ids) == sum(len(v) for v in OPERATORS.values())
@@ -117,13 +119,13 @@ def test_candidates_target_two_or_three_related_causes():
         Cluster("unknown_table", list("mn")),
         Cluster("repeated_query", list("st")),
     ]
-    groups = target_groups(clusters)
+    groups = target_groups(clusters, "dbbench")
     assert [[c.cause for c in g] for g in groups] == [
         ["unknown_column", "unknown_table", "unquoted_name"],
         ["repeated_query", "sql_syntax"],
         ["wrong_value"],
     ]
-    patch = offline_patch(groups[0], 1, "schema-v1")
+    patch = offline_patch(groups[0], 1, "schema-v1", "dbbench")
     assert patch.root_causes == ["unknown_column", "unknown_table", "unquoted_name"]
     assert [e.op for e in patch.edits] == ["add_recovery_rule", "add_recovery_rule", "add_code_hook"]
 
@@ -131,9 +133,10 @@ def test_candidates_target_two_or_three_related_causes():
 def test_offline_code_hooks_block_a_repeat_and_quote_a_table_name():
     h0 = load_harness("h0")
     child = apply_patch(
-        h0, offline_patch([Cluster("repeated_query", ["a", "b"]), Cluster("unquoted_name", ["a", "b"])], 0, "c")
+        h0,
+        offline_patch([Cluster("repeated_query", ["a", "b"]), Cluster("unquoted_name", ["a", "b"])], 0, "c", "dbbench"),
     )
-    child = apply_patch(child, offline_patch([Cluster("unknown_table", ["a", "b"])], 2, "d"))
+    child = apply_patch(child, offline_patch([Cluster("unknown_table", ["a", "b"])], 2, "d", "dbbench"))
     rt = HarnessRuntime(child, {"table_name": "Sales 2021", "headers": "a"})
     rt.opening_messages()
     blocked, rewrite, _ = rt.check_action("sql", "SELECT * FROM Sales 2021")

@@ -269,7 +269,7 @@ def test_the_evolution_task_uses_the_configured_llm_editor_and_records_rejection
     from db import store
     from db.engine import make_engine, session_scope
     from db.models import EvolutionCandidate
-    from tasks.evolution import propose_children, record_rejected
+    from tasks.evolution_candidates import propose_children, record_rejected
     from tasks.resources import get_engine
 
     server, _ = openai_server(fenced(PATCH), fenced(BAD_PATCH), fenced(BAD_PATCH))

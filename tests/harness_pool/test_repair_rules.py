@@ -7,10 +7,10 @@ import pytest
 
 from envs.repair.data import load_split
 from envs.repair.env import RepairEnv
+from envs.repair.rules import CAUSES, FAMILIES, OPERATORS, root_cause
 from harness_pool.diagnosis import Cluster
 from harness_pool.operators import VARIANTS, offline_patch
 from harness_pool.patch import apply_patch
-from harness_pool.repair_rules import CAUSES, FAMILIES, OPERATORS, root_cause
 from harness_pool.spec import load_harness
 from rl.policy import Sampling
 from rl.rollout import RolloutSpec, run_rollouts

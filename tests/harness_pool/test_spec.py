@@ -103,7 +103,7 @@ def test_a_template_field_over_the_hook_bounds_is_rejected_when_checked(tmp_path
     result = runner.invoke(app, ["harness", "check", str(path)])  # `hs harness check`
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert time.monotonic() - started < 1.0 and peak < 50 * 2**20
+    assert time.monotonic() - started < 10.0 and peak < 50 * 2**20  # a width honoured would take minutes and GBs
     assert "prompts.task_template" in str(info.value) and "\n" not in str(info.value)
     assert result.exit_code == 2 and reason in " ".join(result.output.split())
     data["prompts"]["task_template"] = "{description:>40}|{table_name!r:^10.5}"  # small widths still load

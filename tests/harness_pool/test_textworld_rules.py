@@ -9,11 +9,11 @@ pytest.importorskip("textworld")
 
 from envs.textworld.data import load_split  # noqa: E402
 from envs.textworld.env import TextWorldEnv  # noqa: E402
+from envs.textworld.rules import CAUSES, FAMILIES, OPERATORS, root_cause  # noqa: E402
 from harness_pool.diagnosis import Cluster  # noqa: E402
 from harness_pool.operators import VARIANTS, offline_patch, target_groups  # noqa: E402
 from harness_pool.patch import apply_patch  # noqa: E402
 from harness_pool.spec import load_harness  # noqa: E402
-from harness_pool.textworld_rules import CAUSES, FAMILIES, OPERATORS, root_cause  # noqa: E402
 from rl.policy import Sampling  # noqa: E402
 from rl.rollout import RolloutSpec, run_rollouts  # noqa: E402
 from tests.doubles import ReplayPolicy  # noqa: E402
@@ -59,4 +59,4 @@ def test_targets_group_textworld_causes_by_family():
     ]
     groups = target_groups(clusters, benchmark="textworld")
     assert [[c.cause for c in g] for g in groups] == [["stuck_invalid", "repeated_command"], ["lost"]]
-    assert target_groups(clusters) == []  # DBBench's operators know none of these causes
+    assert target_groups(clusters, "dbbench") == []  # DBBench's operators know none of these causes

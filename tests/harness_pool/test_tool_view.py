@@ -1,7 +1,9 @@
 import pytest
 
 from envs.base import AnswerAction, SqlAction
-from harness_pool.tool_view import PARSERS, parse_action, parse_dbbench_json, parse_dbbench_text
+from envs.dbbench.protocol import parse_dbbench_json, parse_dbbench_text
+from envs.registry import protocol_names
+from harness_pool.tool_view import parse_action
 
 
 def test_operation_with_sql_block():
@@ -117,7 +119,7 @@ def test_protocols_do_not_accept_each_others_format():
         parse_action("dbbench_xml_v1", call)
 
 
-@pytest.mark.parametrize("protocol", sorted(PARSERS))
+@pytest.mark.parametrize("protocol", sorted(protocol_names()))
 def test_any_reply_parses_within_a_bound_and_never_raises(protocol):
     import time
 

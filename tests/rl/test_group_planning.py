@@ -4,7 +4,8 @@ import pytest
 
 from harness_pool.router import FixedRouter, RandomRouter
 from harness_pool.spec import load_harness
-from rl.group_planning import first_groups, is_dead, rescue_groups
+from rl.group_planning import is_dead
+from rl.training_modes import first_groups, rescue_groups
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from db.engine import session_scope
 from db.models import ProfileVersion, RouterDecision
 from harness_pool.profiles import PairedRecord
 from harness_pool.spec import load_harness
-from rl.group_planning import rescue_groups
+from rl.training_modes import rescue_groups
 from tasks.resources import get_engine
 from tasks.routing import build_router, load_profiles, record_decisions, store_profiles
 

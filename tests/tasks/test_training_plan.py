@@ -5,32 +5,32 @@ from __future__ import annotations
 import pytest
 
 from configs.schema import TrainConfig
-from tasks import training
+from tasks.run_identity import TrainingError, batch_for_step, init_checkpoint, task_sets, train_run_id
 
 
 def test_run_id_ignores_the_update_budget_but_not_the_method():
     a = TrainConfig(updates=20)
-    assert training.train_run_id(a) == training.train_run_id(TrainConfig(updates=40))
-    assert training.train_run_id(a) != training.train_run_id(TrainConfig(mode="grpo"))
-    assert training.train_run_id(a) != training.train_run_id(TrainConfig(k=4))
+    assert train_run_id(a) == train_run_id(TrainConfig(updates=40))
+    assert train_run_id(a) != train_run_id(TrainConfig(mode="grpo"))
+    assert train_run_id(a) != train_run_id(TrainConfig(k=4))
 
 
 def test_data_order_is_seeded_complete_per_epoch_and_stable():
     ids = [f"t{i}" for i in range(10)]
-    epoch = [t for step in range(5) for t in training.batch_for_step(ids, seed=0, batch=2, step=step)]
+    epoch = [t for step in range(5) for t in batch_for_step(ids, seed=0, batch=2, step=step)]
     assert sorted(epoch) == sorted(ids)  # every task once per epoch
-    assert training.batch_for_step(ids, 0, 2, 7) == training.batch_for_step(list(ids), 0, 2, 7)  # resume = same order
-    assert epoch != [t for step in range(5) for t in training.batch_for_step(ids, seed=1, batch=2, step=step)]
-    with pytest.raises(training.TrainingError, match="build-train"):
-        training.batch_for_step([], 0, 2, 0)
+    assert batch_for_step(ids, 0, 2, 7) == batch_for_step(list(ids), 0, 2, 7)  # resume = same order
+    assert epoch != [t for step in range(5) for t in batch_for_step(ids, seed=1, batch=2, step=step)]
+    with pytest.raises(TrainingError, match="build-train"):
+        batch_for_step([], 0, 2, 0)
 
 
 def test_validation_tasks_never_overlap_training_tasks(train_dir):
     cfg = TrainConfig(tiers=["easy"], validation={"split": "train", "n_tasks": 5})
-    train, val = training.task_sets(cfg)
+    train, val = task_sets(cfg)
     assert len(val) == 5 and not {t.id for t in train} & {t.id for t in val}
     dev = TrainConfig(validation={"split": "dev", "n_tasks": 3}, n_tasks=7)
-    train, val = training.task_sets(dev)
+    train, val = task_sets(dev)
     assert len(train) == 7 and [t.split for t in val] == ["dev"] * 3
 
 
@@ -40,8 +40,8 @@ def test_warm_start_names_the_sft_checkpoint():
 
     cfg = TrainConfig(warm_start="configs/sft_dbbench_smol.yaml", init="ignored")
     expected = checkpoint_name(load_config(SftConfig, "configs/sft_dbbench_smol.yaml"))
-    assert training.init_checkpoint(cfg) == expected and expected.startswith("sft-dbbench-smol-")
-    assert training.init_checkpoint(TrainConfig(init="my-ckpt")) == "my-ckpt"
+    assert init_checkpoint(cfg) == expected and expected.startswith("sft-dbbench-smol-")
+    assert init_checkpoint(TrainConfig(init="my-ckpt")) == "my-ckpt"
 
 
 def test_wandb_offline_writes_a_local_run(tmp_path, monkeypatch):

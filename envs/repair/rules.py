@@ -9,7 +9,7 @@ Root causes, most specific first, read from what the trajectory shows:
 
 from __future__ import annotations
 
-from harness_pool.operators import recovery_edit, skill_edit
+from harness_pool.edits import recovery_edit, skill_edit
 
 CAUSES: dict[str, str] = {
     "context_overflow": "the conversation outgrew the model's context",
@@ -33,7 +33,7 @@ FORMAT_REMINDER = (
 )
 
 
-def root_cause(result) -> str | None:
+def root_cause(result, task=None) -> str | None:
     """The single root cause of a failed repair rollout (a rl.rollout.RolloutResult); None for a success."""
     if result.verdict.success:
         return None
