@@ -1,9 +1,10 @@
-"""`hs pool`: show, list, diff and freeze versioned harness pools (harness_pool/pool_store.py).
+"""`hs pool`: show, list, diff and freeze versioned harness pools (harness_pool/pool_store.py), and
+`hs pool report`, which runs a pool to measure it (flows/pool_report.py).
 
 The commands are thin: they parse options, call the pool store and render rich tables. A
 HarnessError (unknown version, tampered file, conflicting freeze) prints one line on stderr and
-exits with status 2, like the other `hs` commands; the decorator is local because cli.main
-imports this module.
+exits with status 2, like the other `hs` commands (`hs pool report` catches every known user
+error through cli/errors.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from cli import views
+from cli.errors import user_errors
+from cli.options import DatabaseUrl, Sets
 from harness_pool.pool_store import (
     DEFAULT_ROOT,
     PoolManifest,
@@ -165,3 +169,31 @@ def pool_freeze(
         return
     tag = version_with_dvc(manifest.directory, f"pool-{benchmark}-{manifest.version}")
     console.print(f"versioned with DVC: git tag {tag}" if tag else "DVC is not initialised here; not versioned")
+
+
+@pool_app.command("report")
+@user_errors
+def pool_report_cmd(
+    version: str = typer.Argument(..., help="Pool version (hs pool list)"),
+    warm_start: Annotated[Optional[str], typer.Option(help="SFT config whose checkpoint is the policy")] = None,
+    model: Annotated[
+        Optional[str], typer.Option(help="Policy model or checkpoint name (instead of --warm-start)")
+    ] = None,
+    n_tasks: Annotated[Optional[int], typer.Option("--n-tasks", help="Training tasks to report on")] = None,
+    k: Annotated[Optional[int], typer.Option(help="Rollouts per sibling and task (H0 gets k x siblings)")] = None,
+    database_url: DatabaseUrl = None,
+    set_: Sets = None,
+):
+    """Locality (tasks each sibling fixes/breaks vs H0), complementarity (oracle union vs best single
+    vs H0 at equal rollouts) and pairwise repair overlap, measured by running the pool."""
+    from cli.checks import check_training_split, open_database
+    from configs.schema import PoolReportConfig, load_config
+
+    overrides = {"version": version, "warm_start": warm_start, "policy.model": model, "n_tasks": n_tasks, "k": k}
+    cfg = load_config(PoolReportConfig, None, overrides, set_)
+    load_pool(cfg.version, cfg.env.benchmark, Path(cfg.pool_root))  # an unknown version fails here, in one line
+    check_training_split(cfg.env.benchmark, cfg.env.data_dir)
+    open_database(database_url, write=True)
+    from flows.pool_report import pool_report
+
+    views.print_pool_report(Console(), pool_report(cfg, database_url=database_url))

@@ -7,15 +7,11 @@ and changes only what differs. `--set train.updates=3` works the same on either 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, model_validator
 
-from configs.schema import CONFIG_DIR, ConfigError, EvolveConfig, TrainConfig, WandbMode, _Frozen
-
-FROM_KEY = "from"
+from configs.schema import EvolveConfig, TrainConfig, WandbMode, _Frozen, expand_from
 
 
 class PipelineEvalConfig(_Frozen):
@@ -168,26 +164,3 @@ class PipelineConfig(_Frozen):
 
     def pool_name(self) -> str | None:
         return self.evolve.pool.version if self.evolve is not None else self.pool_version
-
-
-def expand_from(section: Any, key: str) -> Any:
-    """`{from: path, ...inline}` -> the file's mapping updated (deeply) by the inline fields."""
-    if not isinstance(section, dict) or FROM_KEY not in section:
-        return section
-    inline = {k: v for k, v in section.items() if k != FROM_KEY}
-    path = Path(section[FROM_KEY])
-    if not path.exists() and (CONFIG_DIR.parent / path).exists():
-        path = CONFIG_DIR.parent / path
-    if not path.exists():
-        raise ConfigError(f"{key}.from: config file {section[FROM_KEY]} not found; give a path under configs/")
-    base = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(base, dict):
-        raise ConfigError(f"{key}.from: {path} does not hold a mapping of config fields")
-    return deep_merge(base, inline)
-
-
-def deep_merge(base: dict, extra: dict) -> dict:
-    out = dict(base)
-    for k, v in extra.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out

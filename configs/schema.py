@@ -279,7 +279,7 @@ def load_config(
             raise ConfigError(f"{p}: not valid YAML ({str(exc).splitlines()[0]}); fix the syntax") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{p}: expected a mapping of config fields at the top level")
-        data = loaded
+        data = expand_from(loaded, str(p))
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_path(data, key, value)
@@ -289,6 +289,33 @@ def load_config(
         return model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_error(exc, where)) from None
+
+
+FROM_KEY = "from"
+
+
+def expand_from(section: Any, key: str) -> Any:
+    """`{from: path, ...inline}` -> the file's mapping (its own `from` expanded) updated deeply by the
+    inline fields: a variant of a config (an ablation) says only what it changes."""
+    if not isinstance(section, dict) or FROM_KEY not in section:
+        return section
+    inline = {k: v for k, v in section.items() if k != FROM_KEY}
+    path = Path(section[FROM_KEY])
+    if not path.exists() and (CONFIG_DIR.parent / path).exists():
+        path = CONFIG_DIR.parent / path
+    if not path.exists():
+        raise ConfigError(f"{key}.from: config file {section[FROM_KEY]} not found; give a path under configs/")
+    base = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(base, dict):
+        raise ConfigError(f"{key}.from: {path} does not hold a mapping of config fields")
+    return deep_merge(expand_from(base, str(path)), inline)
+
+
+def deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def load_config_at(model: type[BaseModel], path: str | Path) -> BaseModel:
@@ -391,7 +418,7 @@ PROFILE_ROUTERS = ("adaptive", "rules", "fixed_profiles")  # routers that read t
 
 class RouterConfig(_Frozen):
     kind: Literal["random", "fixed", "adaptive", "rules", "fixed_profiles"] = Field(
-        default="random",
+        default="adaptive",
         description="random: seeded random top-K of the pool; fixed: the 'names' list in order; adaptive: voters "
         "over behaviour profiles re-induced at every re-anchor; rules: no profiles, validation success and "
         "keyword rules only; fixed_profiles: adaptive with the first re-anchor's profiles, never updated.",

@@ -24,15 +24,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow, get_run_logger
-from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from transformers import AutoTokenizer
 
 from configs.schema import EditorBundlesConfig, EditorSftConfig, EditorTrainConfig
 from flows.evolve import run_harnesses
 from flows.hooks import mark_failed_on_failure
-from flows.ownership import claim_run
-from flows.sft import ensure_warm_start
+from flows.opening import open_run
 from harness_pool.engineer import read_reply
 from harness_pool.patch import HarnessPatch
 from harness_pool.spec import HarnessSpec
@@ -67,7 +65,6 @@ from tasks.editor_train import (
 )
 from tasks.evaluation import result_storage
 from tasks.evolution import record_harness_run, run_harness
-from tasks.run_identity import warm_start_config
 from tasks.sft import register_checkpoint, write_examples
 
 
@@ -79,9 +76,7 @@ from tasks.sft import register_checkpoint, write_examples
 def editor_bundles(config: EditorBundlesConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
-    ensure_warm_start(warm_start_config(cfg), database_url)
-    run = register_bundles_run(cfg, database_url, flow_run.get_id())
-    claim_run(run["run_id"], database_url)
+    run = open_run(cfg, register_bundles_run, database_url, warm_start=True)
     runner = run_harness.with_options(result_storage=result_storage(cfg))
     summary = {"run_id": run["run_id"]}
     for split in SPLITS:
@@ -112,8 +107,7 @@ def editor_sft(config: EditorSftConfig, database_url: str | None = None) -> dict
     logger = get_run_logger()
     target = bundles_config(cfg)
     bundle_run = editor_bundles(target, database_url)  # built on first use; cached afterwards
-    run_id = register_editor_sft_run(cfg, database_url, flow_run.get_id())
-    claim_run(run_id, database_url)
+    run_id = open_run(cfg, register_editor_sft_run, database_url, warm_start=False)  # the bundles' run built it
     bundles = load_bundles(bundle_run["run_id"], "train", database_url)
     candidates = [(b, c) for b in bundles for c in offline_candidates(b, cfg.variants)]
     if cfg.llm is not None:  # the LLM editor's patches are candidates too
@@ -181,8 +175,7 @@ def editor_train(config: EditorTrainConfig, database_url: str | None = None) -> 
     start = sft_config(cfg)
     cold = editor_sft(start, database_url)  # the engineer's starting checkpoint, built on first use
     target = bundles_config(start)
-    run_id = register_editor_train_run(cfg, database_url, flow_run.get_id())
-    claim_run(run_id, database_url)
+    run_id = open_run(cfg, register_editor_train_run, database_url, warm_start=False)
     bundles = load_bundles(cold["bundles_run_id"], "train", database_url)
     by_id = {b.id: b for b in bundles}
     source = f"engineer:{cold['checkpoint']}"
@@ -254,8 +247,7 @@ def editor_compare(config: EditorTrainConfig, database_url: str | None = None) -
     trained = editor_train(cfg, database_url)  # everything before it is built first, on first use
     start = sft_config(cfg)
     target = bundles_config(start)
-    run_id = register_compare_run(cfg, database_url, flow_run.get_id())
-    claim_run(run_id, database_url)
+    run_id = open_run(cfg, register_compare_run, database_url, warm_start=False)
     heldout = load_bundles(bundles_run_id(target), "heldout", database_url)
     if not heldout:
         raise ValueError(f"no held-out bundles: raise n_heldout_tasks in {start.bundles}")

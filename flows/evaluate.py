@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 from prefect.futures import as_completed
-from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import EvalConfig
 from flows.hooks import mark_failed_on_failure
-from flows.ownership import claim_run
+from flows.opening import open_run
 from tasks.evaluation import (
     record_group,
     register_run,
@@ -52,8 +51,7 @@ def _progress() -> Progress:
 def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
-    run = register_run(cfg, database_url, flow_run.get_id())
-    claim_run(run["run_id"], database_url)
+    run = open_run(cfg, register_run, database_url, warm_start=False)  # run row, owner
     # Task-major order: an interrupted run has complete seeds for the tasks it reached.
     jobs = [(task_id, seed) for task_id in run["bench_task_ids"] for seed in range(cfg.seeds)]
     logger.info("run %s: %d rollout groups (k=%d) on %s", run["run_id"], len(jobs), cfg.k, cfg.runner.kind)

@@ -25,18 +25,15 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 from prefect.futures import wait
-from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from configs.schema import EvolveConfig
 from flows.hooks import mark_failed_on_failure
-from flows.ownership import claim_run
-from flows.sft import ensure_warm_start
+from flows.opening import open_run
 from harness_pool.selection import greedy_cover
 from tasks.evaluation import result_storage
 from tasks.evolution import evolve_run_id, freeze, record_harness_run, register_evolution, run_harness
 from tasks.evolution_candidates import judge, propose_children, record_candidates, record_rejected
-from tasks.run_identity import warm_start_config
 
 
 def run_harnesses(
@@ -67,9 +64,7 @@ def run_harnesses(
 def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
-    ensure_warm_start(warm_start_config(cfg), database_url)  # built on first use, reused afterwards
-    run = register_evolution(cfg, database_url, flow_run.get_id())
-    claim_run(run["run_id"], database_url)
+    run = open_run(cfg, register_evolution, database_url, warm_start=True)  # warm start, run row, owner
     run_id, h0, tasks = run["run_id"], run["h0"], run["task_ids"]
     parents, pool, rounds = [h0], [], []
     known = {_id(h0)}

@@ -2,7 +2,7 @@
 
 A flow's failure hook marks its run 'failed'; a process killed with SIGKILL (or by the OOM
 killer, or a power cut) runs no hook, and its run would stay 'running' forever. So every flow
-stamps its run row, right after registering it, with its owner: ``results["owner"] =
+stamps its run row, right after registering it (:func:`register_and_claim`), with its owner: ``results["owner"] =
 {"pid", "host", "started"}`` (``started``: the process's start time in clock ticks since boot,
 from /proc, so that a recycled pid is not mistaken for the owner). The ``runs`` table has no
 column for it, and the results document is empty while a run is running, so no migration is
@@ -81,6 +81,24 @@ def claim_run(run_id: str, database_url: str | None) -> None:
         results = {k: v for k, v in (run.results or {}).items() if k != "crashed"}
         run.results = {**results, "owner": owner_record()}
         run.status, run.finished_at = "running", None
+
+
+def register_and_claim(cfg, register, database_url: str | None):
+    """Register the run of `cfg` with `register` (a register-* task, called as (cfg, database_url,
+    this flow run's id)) and claim it for this process; returns what `register` returned (the run
+    id, or a document or object carrying it as `run_id`). Every flow's opening ends with it
+    (flows/opening.py open_run; the warm start's own flow, flows/sft.py, calls it directly)."""
+    from prefect.runtime import flow_run
+
+    run = register(cfg, database_url, flow_run.get_id())
+    claim_run(_run_id(run), database_url)
+    return run
+
+
+def _run_id(run) -> str:
+    if isinstance(run, str):
+        return run
+    return run["run_id"] if isinstance(run, dict) else run.run_id
 
 
 def abandoned(run) -> bool:

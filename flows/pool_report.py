@@ -11,23 +11,18 @@ Run: hs pool report VERSION [--warm-start configs/sft_dbbench_smol.yaml] [--n-ta
 from __future__ import annotations
 
 from prefect import flow
-from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from configs.schema import PoolReportConfig
 from flows.evolve import run_harnesses
-from flows.ownership import claim_run
-from flows.sft import ensure_warm_start
+from flows.opening import open_run
 from tasks.pool_report import register_pool_report, summarise_pool
-from tasks.run_identity import warm_start_config
 
 
 @flow(name="pool-report", flow_run_name="pool-report-{config.version}")
 def pool_report(config: PoolReportConfig, database_url: str | None = None) -> dict:
     cfg = config
-    ensure_warm_start(warm_start_config(cfg), database_url)  # built on first use, reused afterwards
-    run = register_pool_report(cfg, database_url, flow_run.get_id())
-    claim_run(run["run_id"], database_url)
+    run = open_run(cfg, register_pool_report, database_url, warm_start=True)  # warm start, run row, owner
     n = max(len(run["siblings"]), 1)
     jobs = [(run["base"], run["task_ids"], "report", 0, cfg.k * n)]
     jobs += [(s, run["task_ids"], "report", 0, cfg.k) for s in run["siblings"]]

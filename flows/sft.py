@@ -19,10 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow, get_run_logger
-from prefect.runtime import flow_run
 
 from configs.schema import SftConfig
-from flows.ownership import claim_run
+from flows.ownership import register_and_claim
 from tasks.sft import (
     checkpoint_name,
     make_demonstrations,
@@ -37,8 +36,7 @@ from tasks.sft import (
 def sft(config: SftConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
-    run_id = register_sft_run(cfg, database_url, flow_run.get_id())
-    claim_run(run_id, database_url)
+    run_id = register_and_claim(cfg, register_sft_run, database_url)  # its own warm start: none to build
     storage = Path(cfg.results_dir).expanduser().resolve()
     demos = make_demonstrations.with_options(result_storage=storage)(cfg, str(storage / "sft" / checkpoint_name(cfg)))
     logger.info(

@@ -1,5 +1,7 @@
 """Training flow: GRPO with complementary harness rescue, and its baselines (docs/method.md §3).
 
+The run's harnesses (H0, pool, mixture) and task sets are loaded once, when it registers
+(tasks/run_identity.py RunContext), and handed to every update's tasks and re-anchors.
 For each update step s (re-anchor first when s is a multiple of reanchor_every, once more at
 the end):
   1. a batch of training tasks (seeded order, the same on every resume);
@@ -26,13 +28,11 @@ Run: hs train --config configs/train_dbbench_smol.yaml --mode harness_s
 from __future__ import annotations
 
 from prefect import flow, get_run_logger
-from prefect.runtime import flow_run
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import TrainConfig
 from flows.hooks import mark_failed_on_failure
-from flows.ownership import claim_run
-from flows.sft import ensure_warm_start
+from flows.opening import open_run
 from tasks.reanchor import paired_validation
 from tasks.rollout_groups import (
     dead_groups,
@@ -41,7 +41,7 @@ from tasks.rollout_groups import (
     sample_first_groups,
     sample_rescue_groups,
 )
-from tasks.run_identity import batch_for_step, init_checkpoint, train_run_id, warm_start_config
+from tasks.run_identity import RunContext, batch_for_step, init_checkpoint, train_run_id
 from tasks.step_record import final_checkpoint, finish_train_run, record_step, register_train_run, save_progress
 from tasks.train_checkpoints import budget_allows, check_recorded_updates, completed_updates
 from tasks.train_handle import release_handle, update_policy
@@ -59,11 +59,9 @@ def _progress() -> Progress:
 
 
 @flow(name="reanchor", flow_run_name="reanchor-step{step}")
-def reanchor(
-    config: TrainConfig, run_id: str, step: int, val_task_ids: list[str], database_url: str | None = None
-) -> dict:
+def reanchor(config: TrainConfig, run: RunContext, step: int, database_url: str | None = None) -> dict:
     """Freeze the policy; paired validation of every pool harness and H0 on the same tasks."""
-    result = paired_validation(config, run_id, step, val_task_ids, database_url)
+    result = paired_validation(config, run, step, database_url)
     get_run_logger().info(
         "re-anchor at step %d: %s", step, ", ".join(f"{k} {v:.2f}" for k, v in result["success"].items())
     )
@@ -78,10 +76,8 @@ def reanchor(
 def train(config: TrainConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
-    ensure_warm_start(warm_start_config(cfg), database_url)  # built on first use, reused afterwards
-    run = register_train_run(cfg, database_url, flow_run.get_id())
-    claim_run(run["run_id"], database_url)
-    run_id = run["run_id"]
+    run = open_run(cfg, register_train_run, database_url, warm_start=True)  # warm start, run row, owner
+    run_id = run.run_id  # `run`: the run's harnesses and task ids, loaded once for every update
     if check_recorded_updates(cfg, run_id, database_url):  # resumed into a new or emptied database
         logger.info("run %s: its finished updates were written back from %s", run_id, cfg.state_dir)
     start = completed_updates(cfg, run_id)
@@ -91,7 +87,7 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
         init_checkpoint(cfg),
         start,
         cfg.updates - 1,
-        len(run["train_task_ids"]),
+        len(run.train_task_ids),
         cfg.mode,
     )
     with _progress() as bar:
@@ -104,11 +100,11 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
                 break
             reanchored = None
             if step % cfg.reanchor_every == 0:  # freeze the policy, re-measure every harness on validation
-                reanchored = reanchor(cfg, run_id, step, run["val_task_ids"], database_url)
-            batch = batch_for_step(run["train_task_ids"], cfg.seed, cfg.batch_tasks, step)
-            first = sample_first_groups(cfg, run_id, step, batch, database_url)  # K rollouts per task under H0
+                reanchored = reanchor(cfg, run, step, database_url)
+            batch = batch_for_step(run.train_task_ids, cfg.seed, cfg.batch_tasks, step)
+            first = sample_first_groups(cfg, run, step, batch, database_url)  # K rollouts per task under H0
             dead = dead_groups(first)  # no success: no GRPO signal
-            rescue = sample_rescue_groups(cfg, run_id, step, dead, database_url)  # by mode: router-chosen siblings
+            rescue = sample_rescue_groups(cfg, run, step, dead, database_url)  # by mode: router-chosen siblings
             groups = record_groups(cfg, run_id, step, first, rescue, database_url)  # a rescue replaces its dead group
             replayed = replay_groups(cfg, run_id, step, database_url)  # harnessx: earlier groups from its buffer
             update = update_policy(cfg, run_id, step, [*groups.trained, *replayed])  # advantages, one clipped update
@@ -121,7 +117,7 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
                 rescue=signals["rollout/rescue_success"],
             )
     updates = completed_updates(cfg, run_id)  # train.updates, or fewer when the rollout budget ended training
-    final_reanchor = reanchor(cfg, run_id, updates, run["val_task_ids"], database_url)
+    final_reanchor = reanchor(cfg, run, updates, database_url)
     checkpoint = final_checkpoint(cfg, run_id, updates, database_url)
     summary = finish_train_run(cfg, run_id, final_reanchor, database_url, updates)
     release_handle(run_id)  # the trained weights live on as the registry checkpoint; free model and optimizer

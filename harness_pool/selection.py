@@ -48,7 +48,3 @@ def ranked_harnesses(success: dict[str, float], order: Sequence[str]) -> list[st
         raise ValueError("no harness to choose from")
     position = {name: i for i, name in enumerate(order)}
     return sorted(order, key=lambda name: (-success.get(name, 0.0), position[name]))
-
-
-def best_harness(success: dict[str, float], order: Sequence[str]) -> str:
-    return ranked_harnesses(success, order)[0]

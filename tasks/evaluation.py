@@ -30,10 +30,10 @@ from rl.policy import Sampling
 from rl.rollout import RolloutSpec, run_rollouts
 from tasks import faults, tracking
 from tasks.records import (
+    GroupRecord,
     build_group,
     check_run_harnesses,
     ensure_group,
-    group_record,
     policy_weights,
     record_bench_tasks,
     record_harnesses,
@@ -160,7 +160,7 @@ def rollout_group(
     specs = [RolloutSpec(the_task, harness, i) for i in range(cfg.k)]
     sampling = Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=_group_seed(seed, bench_task_id))
     results = run_rollouts(policy, specs, env_factory(cfg.env), sampling, max_rounds=cfg.env.max_rounds)
-    record = group_record(
+    record = GroupRecord(
         run_id=run_id,
         step=0,
         bench_task_id=bench_task_id,
@@ -170,7 +170,7 @@ def rollout_group(
         checkpoint=cfg.checkpoint,
         results=results,
     )
-    group = build_group(**record)
+    group = build_group(record)
     with session_scope(get_engine(database_url)) as session:
         store.replace_group(session, group)
     return {

@@ -29,9 +29,9 @@ from rl.policy import Sampling
 from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
 from tasks import tracking
 from tasks.records import (
+    GroupRecord,
     build_group,
     ensure_group,
-    group_record,
     record_bench_tasks,
     record_harnesses,
     start_run,
@@ -121,7 +121,7 @@ def run_harness(
             group = slice(n * k, (n + 1) * k)
             res = results[group]
             records.append(
-                group_record(
+                GroupRecord(
                     run_id=run_id,
                     step=round,
                     bench_task_id=t.id,
@@ -133,7 +133,7 @@ def run_harness(
                     extra_details=notes[group] if any(notes[group]) else None,
                 )
             )
-            store.replace_group(session, build_group(**records[-1]))
+            store.replace_group(session, build_group(records[-1]))
             out[t.id] = {
                 "successes": [r.verdict.success for r in res],
                 "causes": causes[group],

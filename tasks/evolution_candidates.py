@@ -94,20 +94,27 @@ def record_rejected(cfg: EvolveConfig, run_id: str, round: int, proposed: list[d
     with session_scope(get_engine(database_url)) as session:
         for c in proposed:
             if c["spec"] is None:
-                session.merge(
-                    EvolutionCandidate(
-                        id=c["id"],
-                        run_id=run_id,
-                        round=round,
-                        parent_id=c["parent_id"],
-                        harness_id=None,
-                        name=c["name"],
-                        editor=cfg.editor.kind,
-                        root_causes=c["root_causes"],
-                        status="rejected",
-                        details={"error": c["error"], "editor": c["editor"]},
-                    )
-                )
+                details = {"error": c["error"], "editor": c["editor"]}
+                session.merge(_candidate_row(cfg, run_id, round, c, "rejected", details))
+
+
+def _candidate_row(cfg: EvolveConfig, run_id: str, round: int, c: dict, status: str, details: dict, **judged):
+    """The EvolutionCandidate row of `propose_children`'s candidate `c`: rejected at patch time
+    (no harness), or judged valid / invalid with its validation outcome in `judged` (selected,
+    fixed, broken, solved, validation_tasks; a rejected row leaves them at their defaults)."""
+    return EvolutionCandidate(
+        id=c["id"],
+        run_id=run_id,
+        round=round,
+        parent_id=c["parent_id"],
+        harness_id=c["harness_id"] if c["spec"] is not None else None,
+        name=c["name"],
+        editor=cfg.editor.kind,
+        root_causes=c["root_causes"],
+        status=status,
+        details=details,
+        **judged,
+    )
 
 
 def _family(causes: list[str], benchmark: str) -> str:
@@ -157,22 +164,18 @@ def record_candidates(
     with session_scope(get_engine(database_url)) as session:
         for c in judged:
             session.merge(
-                EvolutionCandidate(
-                    id=c["id"],
-                    run_id=run_id,
-                    round=round,
-                    parent_id=c["parent_id"],
-                    harness_id=c["harness_id"],
-                    name=c["name"],
-                    editor=cfg.editor.kind,
-                    root_causes=c["root_causes"],
-                    status="valid" if c["valid"] else "invalid",
+                _candidate_row(
+                    cfg,
+                    run_id,
+                    round,
+                    c,
+                    "valid" if c["valid"] else "invalid",
+                    {"editor": c["editor"], "targeted": c["targeted"], "controls": c["controls"]},
                     selected=c["harness_id"] in selected,
                     fixed=c["fixed"],
                     broken=c["broken"],
                     solved=c["solved"],
                     validation_tasks=sorted(set(c["targeted"]) | set(c["controls"])),
-                    details={"editor": c["editor"], "targeted": c["targeted"], "controls": c["controls"]},
                 )
             )
     valid = [c for c in judged if c["valid"]]

@@ -15,24 +15,22 @@ from db.ids import stable_id
 from db.models import Evaluation
 from rl.modes import Role
 from rl.rollout import RolloutSpec, run_rollouts
-from tasks.records import build_group
+from tasks.records import GroupRecord, build_group
 from tasks.resources import bench_task, env_factory, get_engine
 from tasks.routing import paired_records, store_profiles
-from tasks.run_identity import harness_sets, step_sampling
+from tasks.run_identity import RunContext, step_sampling
 from tasks.train_handle import get_handle, run_logger
 
 
 @task(name="paired-validation", task_run_name="validate-step{step}")
-def paired_validation(
-    cfg: TrainConfig, run_id: str, step: int, val_task_ids: list[str], database_url: str | None
-) -> dict:
+def paired_validation(cfg: TrainConfig, run: RunContext, step: int, database_url: str | None) -> dict:
     """Frozen policy; H0 and every pool harness (H0 alone with validation.harnesses h0) on the
-    same validation tasks (k each).
+    same validation tasks (k each): the run's (`run`, loaded once per run).
 
     Stores one group per (harness, task) with role 'reanchor' and one Evaluation per harness
     (routing 'reanchor', metrics: step, success rate, solved task ids). Already recorded for
     this step (a resumed run): read back instead of re-run."""
-    h0, pool, _ = harness_sets(cfg)
+    run_id, h0, pool = run.run_id, run.h0, run.pool
     harnesses = list({h.id: h for h in ([h0] if cfg.validation.harnesses == "h0" else [h0, *pool])}.values())
     eval_ids = {h.id: stable_id("reanchor", run_id, step, h.id) for h in harnesses}
     with session_scope(get_engine(database_url)) as session:
@@ -41,7 +39,7 @@ def paired_validation(
             names = {h.id: h.name for h in harnesses}
             return {"step": step, "success": {names[e.harness_id]: e.metrics["success_rate"] for e in found}}
     handle = get_handle(cfg, run_id)
-    the_tasks = [bench_task(cfg.env, i) for i in val_task_ids]
+    the_tasks = [bench_task(cfg.env, i) for i in run.val_task_ids]
     specs = [RolloutSpec(t, h, i) for h in harnesses for t in the_tasks for i in range(cfg.validation.k)]
     every = max(1, len(specs) // 10)
 
@@ -58,16 +56,11 @@ def paired_validation(
         for h in harnesses:
             mine = [r for r in results if r.harness_id == h.id]
             for t in the_tasks:
-                group = build_group(
-                    run_id=run_id,
-                    step=step,
-                    bench_task_id=t.id,
-                    harness_id=h.id,
-                    seed=cfg.seed,
-                    role=Role.REANCHOR,
-                    checkpoint=f"{run_id}@{step}",
-                    results=[r for r in mine if r.bench_task_id == t.id],
+                mine_on_task = [r for r in mine if r.bench_task_id == t.id]
+                record = GroupRecord(
+                    run_id, step, t.id, h.id, cfg.seed, Role.REANCHOR, f"{run_id}@{step}", mine_on_task
                 )
+                group = build_group(record)
                 store.replace_group(session, group)
             rate = sum(r.verdict.success for r in mine) / len(mine) if mine else 0.0
             success[h.name] = rate

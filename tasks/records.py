@@ -1,13 +1,16 @@
 """Turning rollout results into database rows (deterministic ids, one group at a time).
 
-A task that writes a group also returns its *record*: the arguments of `build_group`, rollout
-results included. Prefect persists that return value, so when a later run gets the task's result
-from the cache (the task never executes), `ensure_group` writes the same rows into whatever
-database is current: moving from SQLite to PostgreSQL, or losing the database file, costs a
-re-run of the same command and no model time. Ids are deterministic, so this is an upsert.
+A task that writes a group also returns its *record* (`GroupRecord`: what `build_group` turns
+into rows, rollout results included). Prefect persists that return value, so when a later run
+gets the task's result from the cache (the task never executes), `ensure_group` writes the same
+rows into whatever database is current: moving from SQLite to PostgreSQL, or losing the
+database file, costs a re-run of the same command and no model time. Ids are deterministic, so
+this is an upsert.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -92,42 +95,51 @@ def trajectory_id(run_id: str, step: int, bench_task_id: str, result: RolloutRes
     return stable_id("traj", run_id, step, bench_task_id, result.harness_id, seed, role, result.sample_index)
 
 
-def build_group(
-    *,
-    run_id: str,
-    step: int,
-    bench_task_id: str,
-    harness_id: str | None,
-    seed: int,
-    role: str,
-    checkpoint: str,
-    results: list[RolloutResult],
-    extra_details: list[dict] | None = None,
-) -> RolloutGroup:
-    """The group's rows; `extra_details` (one dict per result, when given) joins each
-    trajectory's `details` beside the verifier's (e.g. an LLM diagnosis and its token use)."""
-    gid = group_id(run_id, step, bench_task_id, harness_id, seed, role)
+@dataclass(frozen=True)
+class GroupRecord:
+    """One rollout group as written: where it belongs (run, step, task, harness, seed, role), the
+    checkpoint that made it, its rollout results and, optionally, one dict per result joining each
+    trajectory's `details` beside the verifier's (e.g. an LLM diagnosis and its token use).
+    `build_group` turns it into rows; a task that writes a group returns it too (`ensure_group`)."""
+
+    run_id: str
+    step: int
+    bench_task_id: str
+    harness_id: str | None
+    seed: int
+    role: str
+    checkpoint: str
+    results: list[RolloutResult]
+    extra_details: list[dict] | None = None
+
+    @property
+    def group_id(self) -> str:
+        return group_id(self.run_id, self.step, self.bench_task_id, self.harness_id, self.seed, self.role)
+
+
+def build_group(g: GroupRecord) -> RolloutGroup:
+    """The group's rows: the group, its trajectories and their turns."""
     group = RolloutGroup(
-        id=gid,
-        run_id=run_id,
-        step=step,
-        bench_task_id=bench_task_id,
-        harness_id=harness_id,
-        seed=seed,
-        k=len(results),
-        role=role,
-        checkpoint=checkpoint,
-        n_success=sum(r.verdict.success for r in results),
+        id=g.group_id,
+        run_id=g.run_id,
+        step=g.step,
+        bench_task_id=g.bench_task_id,
+        harness_id=g.harness_id,
+        seed=g.seed,
+        k=len(g.results),
+        role=g.role,
+        checkpoint=g.checkpoint,
+        n_success=sum(r.verdict.success for r in g.results),
     )
-    for n, r in enumerate(results):
-        tid = trajectory_id(run_id, step, bench_task_id, r, seed, role)
+    for n, r in enumerate(g.results):
+        tid = trajectory_id(g.run_id, g.step, g.bench_task_id, r, g.seed, g.role)
         traj = Trajectory(
             id=tid,
-            run_id=run_id,
-            bench_task_id=bench_task_id,
+            run_id=g.run_id,
+            bench_task_id=g.bench_task_id,
             harness_id=r.harness_id,
             sample_index=r.sample_index,
-            checkpoint=checkpoint,
+            checkpoint=g.checkpoint,
             reward=r.verdict.reward,
             success=r.verdict.success,
             failure_kind=r.failure_kind,
@@ -139,7 +151,7 @@ def build_group(
             seconds_total=r.seconds_total,
             seconds_generate=r.seconds_generate,
             seconds_env=r.seconds_env,
-            details=_jsonable({**r.verdict.details, **(extra_details[n] if extra_details else {})}),
+            details=_jsonable({**r.verdict.details, **(g.extra_details[n] if g.extra_details else {})}),
         )
         traj.turns = [
             Turn(
@@ -164,41 +176,13 @@ def build_group(
     return group
 
 
-def group_record(
-    *,
-    run_id: str,
-    step: int,
-    bench_task_id: str,
-    harness_id: str | None,
-    seed: int,
-    role: str,
-    checkpoint: str,
-    results: list[RolloutResult],
-    extra_details: list[dict] | None = None,
-) -> dict:
-    """What `build_group` needs to write this group again (a task returns it with its summary)."""
-    return {
-        "run_id": run_id,
-        "step": step,
-        "bench_task_id": bench_task_id,
-        "harness_id": harness_id,
-        "seed": seed,
-        "role": role,
-        "checkpoint": checkpoint,
-        "results": results,
-        "extra_details": extra_details,
-    }
-
-
-def ensure_group(session: Session, record: dict) -> bool:
+def ensure_group(session: Session, record: GroupRecord) -> bool:
     """Write the group of `record` unless the database already holds it whole; True if it wrote."""
-    gid = group_id(
-        record["run_id"], record["step"], record["bench_task_id"], record["harness_id"], record["seed"], record["role"]
-    )
+    gid = record.group_id
     held = session.scalar(select(func.count()).select_from(Trajectory).where(Trajectory.group_id == gid))
-    if session.get(RolloutGroup, gid) is not None and held == len(record["results"]):
+    if session.get(RolloutGroup, gid) is not None and held == len(record.results):
         return False
-    store.replace_group(session, build_group(**record))
+    store.replace_group(session, build_group(record))
     return True
 
 

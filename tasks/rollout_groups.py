@@ -30,10 +30,10 @@ from rl.modes import TRAIN_ROLES, Role
 from rl.replay import buffer_groups, draw
 from rl.rollout import RolloutResult, run_rollouts
 from rl.training_modes import first_groups, rescue_groups, training_mode
-from tasks.records import build_group
+from tasks.records import GroupRecord, build_group
 from tasks.resources import bench_task, env_factory, get_engine
 from tasks.routing import build_router, record_decisions
-from tasks.run_identity import harness_sets, step_sampling
+from tasks.run_identity import RunContext, step_sampling
 from tasks.train_handle import get_handle
 
 
@@ -148,17 +148,17 @@ def _sample(
 
 @task(name="first-groups", task_run_name="first-groups-step{step}", cache_policy=NO_CACHE)
 def sample_first_groups(
-    cfg: TrainConfig, run_id: str, step: int, bench_task_ids: list[str], database_url: str | None = None
+    cfg: TrainConfig, run: RunContext, step: int, bench_task_ids: list[str], database_url: str | None = None
 ) -> Sampled:
     """Each task's first group by the mode's planner: K rollouts under H0 (fixed_mixture: spread
     round robin over the mixture; a mode that needs the bandit: under the harness UCB1 picks from
-    the earlier updates' rewards)."""
-    h0, pool, mixture = harness_sets(cfg)
+    the earlier updates' rewards). The harnesses are the run's (`run`, loaded once per run)."""
     arm, decision = None, None
     if training_mode(cfg.mode).needs_bandit:
-        arm, decision = _bandit_arm(cfg, run_id, step, [h0, *pool], database_url)
-    plans = first_groups(cfg.mode, [bench_task(cfg.env, i) for i in bench_task_ids], h0, mixture, cfg.k, arm, pool)
-    return _sample(cfg, run_id, plans, step, phase=0, bandit=decision)
+        arm, decision = _bandit_arm(cfg, run.run_id, step, [run.h0, *run.pool], database_url)
+    the_tasks = [bench_task(cfg.env, i) for i in bench_task_ids]
+    plans = first_groups(cfg.mode, the_tasks, run.h0, run.mixture, cfg.k, arm, run.pool)
+    return _sample(cfg, run.run_id, plans, step, phase=0, bandit=decision)
 
 
 def _bandit_arm(cfg: TrainConfig, run_id: str, step: int, harnesses: list, database_url: str | None):
@@ -185,17 +185,16 @@ def dead_groups(sampled: Sampled) -> list[Group]:
 
 @task(name="rescue-groups", task_run_name="rescue-step{step}", cache_policy=NO_CACHE)
 def sample_rescue_groups(
-    cfg: TrainConfig, run_id: str, step: int, dead: list[Group], database_url: str | None
+    cfg: TrainConfig, run: RunContext, step: int, dead: list[Group], database_url: str | None
 ) -> Sampled:
     """A replacement group per dead group, by the mode's rescue planner: harness_s, the router's top
     K siblings, one rollout each; h0_rescue, K fresh rollouts under H0; a mode without one, none."""
-    h0, pool, _ = harness_sets(cfg)
     router, version = None, None
     if training_mode(cfg.mode).needs_router and dead:
         with session_scope(get_engine(database_url)) as session:
-            router, version = build_router(cfg, session, run_id, step)
-    plans = rescue_groups(cfg.mode, [g.plan.bench_task for g in dead], h0, pool, router, cfg.k)
-    return _sample(cfg, run_id, plans, step, phase=1, router_version=version)
+            router, version = build_router(cfg, session, run.run_id, step)
+    plans = rescue_groups(cfg.mode, [g.plan.bench_task for g in dead], run.h0, run.pool, router, cfg.k)
+    return _sample(cfg, run.run_id, plans, step, phase=1, router_version=version)
 
 
 @task(name="replay-groups", task_run_name="replay-step{step}", cache_policy=NO_CACHE)
@@ -224,14 +223,7 @@ def record_groups(
         store.delete_step_groups(session, run_id, step, TRAIN_ROLES)  # a redone step leaves no stale rescue group
         for g in [*first.groups, *rescue.groups]:
             row = build_group(
-                run_id=run_id,
-                step=step,
-                bench_task_id=g.bench_task_id,
-                harness_id=g.plan.harness_id,
-                seed=cfg.seed,
-                role=g.plan.role,
-                checkpoint=label,
-                results=g.results,
+                GroupRecord(run_id, step, g.bench_task_id, g.plan.harness_id, cfg.seed, g.plan.role, label, g.results)
             )
             store.replace_group(session, row)
             g.group_id = row.id

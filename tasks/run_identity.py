@@ -10,6 +10,7 @@ the editor, the baselines).
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 from configs.schema import CONFIG_DIR, SftConfig, TrainConfig, load_config
@@ -79,12 +80,29 @@ def batch_for_step(task_ids: list[str], seed: int, batch: int, step: int) -> lis
 
 
 def harness_sets(cfg: TrainConfig) -> tuple[HarnessSpec, list[HarnessSpec], list[HarnessSpec]]:
+    """(H0, the pool, the mixture), loaded from their files."""
     bench = cfg.env.benchmark
     return (
         load_harness(cfg.harness, bench),
         resolve_pool(cfg.pool, bench),
         [load_harness(n, bench) for n in cfg.mixture],
     )
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a training run resolves from its config once, when it registers (tasks/step_record.py
+    register_train_run), and hands to every update's tasks: its id, its harnesses (H0, the pool,
+    the mixture) and its training and validation task ids. The harness files are read once per
+    run, not at every update, so a file edited while the run trains does not change it halfway
+    (`hs train` refuses to resume a run whose harness files changed: cli/preflight.py)."""
+
+    run_id: str
+    h0: HarnessSpec
+    pool: list[HarnessSpec]
+    mixture: list[HarnessSpec]
+    train_task_ids: list[str]
+    val_task_ids: list[str]
 
 
 def step_seed(seed: int, step: int, phase: int) -> int:

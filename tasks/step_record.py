@@ -24,7 +24,7 @@ from rl.signals import GroupOutcome, step_signals
 from tasks import tracking
 from tasks.records import record_bench_tasks, record_harnesses
 from tasks.resources import get_engine
-from tasks.run_identity import harness_sets, init_checkpoint, task_sets, train_run_id
+from tasks.run_identity import RunContext, harness_sets, init_checkpoint, task_sets, train_run_id
 from tasks.train_checkpoints import (
     register_rl_checkpoint,
     rl_checkpoint_name,
@@ -36,7 +36,9 @@ from tasks.train_handle import get_handle
 
 
 @task(name="register-train-run")
-def register_train_run(cfg: TrainConfig, database_url: str | None, prefect_flow_run_id: str | None) -> dict:
+def register_train_run(cfg: TrainConfig, database_url: str | None, prefect_flow_run_id: str | None) -> RunContext:
+    """The run row, its harnesses and benchmark tasks; returns the run's context (its harnesses
+    and task ids, loaded here once for the whole run)."""
     h0, pool, mixture = harness_sets(cfg)
     train, val = task_sets(cfg)
     run_id, init = train_run_id(cfg), init_checkpoint(cfg)
@@ -53,7 +55,7 @@ def register_train_run(cfg: TrainConfig, database_url: str | None, prefect_flow_
         )
         record_harnesses(session, {h.id: h for h in [h0, *pool, *mixture]}.values())
         record_bench_tasks(session, [*train, *val])
-    return {"run_id": run_id, "train_task_ids": [t.id for t in train], "val_task_ids": [t.id for t in val]}
+    return RunContext(run_id, h0, pool, mixture, [t.id for t in train], [t.id for t in val])
 
 
 @task(name="record-step", task_run_name="signals-step{step}", cache_policy=NO_CACHE)

@@ -30,12 +30,11 @@ from prefect.runtime import flow_run
 from configs.pipeline import PipelineConfig
 from flows.evaluate import evaluate
 from flows.evolve import evolve
-from flows.sft import ensure_warm_start
+from flows.opening import open_baseline
 from flows.train import train
 from tasks.baselines import coupled_budget, round_evolution, segment_config, segment_updates
-from tasks.budget import hold_to_budget
 from tasks.pipeline import ensure_training_split, evaluation_configs, record_results, training_config
-from tasks.run_identity import init_checkpoint, warm_start_config
+from tasks.run_identity import init_checkpoint
 
 
 @flow(name="harnessx", flow_run_name="harnessx-{config.name}")
@@ -44,8 +43,7 @@ def harnessx(config: PipelineConfig, database_url: str | None = None) -> dict:
     logger = get_run_logger()
     ensure_training_split(cfg.train.env)
     start_cfg = training_config(cfg, None)
-    hold_to_budget(cfg, start_cfg)  # upper bounds within the caps, before the first rollout
-    ensure_warm_start(warm_start_config(start_cfg), database_url)
+    open_baseline(cfg, start_cfg, database_url)  # upper bounds within the caps, then the warm start
     policy, pools, evolutions, segments = init_checkpoint(start_cfg), [], [], []
     for r, updates in enumerate(segment_updates(cfg)):
         evolved = evolve(round_evolution(cfg, r, policy), database_url)  # the current policy frozen

@@ -6,13 +6,11 @@ from __future__ import annotations
 from configs.pipeline import PipelineConfig
 from configs.schema import TrainConfig
 from flows.evaluate import evaluate
+from flows.opening import open_baseline
 from flows.pipeline import evolve_pool
-from flows.sft import ensure_warm_start
 from harness_pool.selection import ranked_harnesses
 from tasks.baselines import selection_configs
-from tasks.budget import hold_to_budget
 from tasks.pipeline import ensure_training_split, training_config
-from tasks.run_identity import warm_start_config
 
 
 def searched_pool(cfg: PipelineConfig, database_url: str | None) -> tuple[str | None, TrainConfig]:
@@ -25,8 +23,7 @@ def searched_pool(cfg: PipelineConfig, database_url: str | None) -> tuple[str | 
     if cfg.evolve is not None:
         pool_version = evolve_pool(cfg, database_url)["version"]
     train_cfg = training_config(cfg, pool_version)
-    hold_to_budget(cfg, train_cfg)  # a plan over a `budget:` cap stops before the first rollout
-    ensure_warm_start(warm_start_config(train_cfg), database_url)
+    open_baseline(cfg, train_cfg, database_url)  # a plan over a `budget:` cap stops here; the warm start
     return pool_version, train_cfg
 
 

@@ -245,7 +245,7 @@ def _run_with_a_group_under(url: str, run_id: str, harness_path: Path):
     from envs.base import Verdict
     from harness_pool.spec import load_harness
     from rl.rollout import RolloutResult
-    from tasks.records import build_group, record_bench_tasks, record_harnesses
+    from tasks.records import GroupRecord, build_group, record_bench_tasks, record_harnesses
     from tasks.resources import bench_tasks
 
     harness, task = load_harness(str(harness_path)), bench_tasks(EnvConfig(), "dev", limit=1)[0]
@@ -256,7 +256,7 @@ def _run_with_a_group_under(url: str, run_id: str, harness_path: Path):
         record_bench_tasks(s, [task])
         result = RolloutResult(task.id, harness.id, 0, [], Verdict(1.0, True), "answered", None, [], [], 1.0, 1.0, 0.0)
         row = dict(run_id=run_id, step=0, bench_task_id=task.id, harness_id=harness.id, seed=0, role="eval")
-        store.replace_group(s, build_group(**row, checkpoint="smollm2-135m", results=[result]))
+        store.replace_group(s, build_group(GroupRecord(**row, checkpoint="smollm2-135m", results=[result])))
     harness_path.write_text(harness_path.read_text().replace("You ", "You now ", 1))  # the edit
     return harness
 

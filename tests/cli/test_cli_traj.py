@@ -13,7 +13,7 @@ from envs.dbbench.env import DbBenchEnv
 from harness_pool.spec import load_harness
 from rl.policy import ChatSession, Generation, Sampling
 from rl.rollout import RolloutSpec, run_rollouts
-from tasks.records import build_group
+from tasks.records import GroupRecord, build_group
 
 
 class TwoTurns:
@@ -60,16 +60,7 @@ def test_traj_list_and_show_render_turns_and_mask(tmp_path, data_dir):
         s.flush()
         store.replace_group(
             s,
-            build_group(
-                run_id="run-x",
-                step=0,
-                bench_task_id=task.id,
-                harness_id=h0.id,
-                seed=0,
-                role="eval",
-                checkpoint="base",
-                results=[result],
-            ),
+            build_group(GroupRecord("run-x", 0, task.id, h0.id, 0, "eval", "base", [result])),
         )
     runner = CliRunner()
     listed = runner.invoke(app, ["traj", "list", "--database-url", url], env={"COLUMNS": "200"})

@@ -100,3 +100,27 @@ def test_pipeline_test_split_evaluations_mirror_their_dev_counterparts():
         )
     assert evals["test-rank1"].routing == "rank1" and evals["test-after"].checkpoint == "ckpt-u20"
     assert not {k for k in evaluation_configs(PipelineConfig(train={}), train, "r", "c") if k.startswith("test-")}
+
+
+def test_the_shipped_defaults_run_the_method_and_the_ablation_says_what_it_changes():
+    from configs.schema import RouterConfig, TrainConfig
+    from tasks.run_identity import train_run_id
+
+    assert RouterConfig().kind == "adaptive"
+    method = load_config(TrainConfig, "configs/train_dbbench_smol.yaml")
+    ablation = load_config(TrainConfig, "configs/ablations/random_router.yaml")
+    assert method.router.kind == "adaptive" and ablation.router.kind == "random"
+    assert ablation.model_dump(exclude={"router"}) == method.model_dump(exclude={"router"})
+    # the runs recorded when train_dbbench_smol.yaml itself set kind random keep their id under the ablation
+    assert train_run_id(ablation) == "train-dbbench-smol-harness_s-62361a82a3fa"
+
+
+def test_a_config_from_another_is_that_config_deeply_updated(tmp_path):
+    from configs.schema import TrainConfig
+
+    (tmp_path / "variant.yaml").write_text("from: configs/train_dbbench_smol.yaml\nk: 4\ntrainer: {lr: 2.0e-5}\n")
+    cfg = load_config(TrainConfig, tmp_path / "variant.yaml")
+    assert cfg.k == 4 and cfg.trainer.lr == 2e-5 and cfg.trainer.micro_batch == 2 and cfg.name == "train-dbbench-smol"
+    (tmp_path / "broken.yaml").write_text("from: configs/no_such.yaml\n")
+    with pytest.raises(ConfigError, match="no_such.yaml not found"):
+        load_config(TrainConfig, tmp_path / "broken.yaml")

@@ -13,16 +13,21 @@ from configs.schema import ConfigError, load_config
 from db.engine import make_engine, session_scope
 from db.models import Run, Trajectory
 from harness_pool.pool_store import load_pool
-from harness_pool.selection import best_harness
+from harness_pool.selection import ranked_harnesses
 from tests.flows.test_pipeline_flow import tiny_pipeline
 
 
-def test_best_harness_takes_the_highest_success_and_ties_go_to_the_earlier():
+def best_harness(success: dict[str, float]) -> str:
+    """H_best as the baselines pick it: the first of the ranking (success order given = H0, pool order)."""
+    return ranked_harnesses(success, list(success))[0]
+
+
+def test_ranked_harnesses_put_the_highest_success_first_and_ties_go_to_the_earlier():
     order = ["h0", "a", "b"]
-    assert best_harness({"h0": 0.2, "a": 0.5, "b": 0.5}, order) == "a"
-    assert best_harness({"h0": 0.0, "a": 0.0, "b": 0.0}, order) == "h0"
+    assert ranked_harnesses({"h0": 0.2, "a": 0.5, "b": 0.5}, order) == ["a", "b", "h0"]
+    assert ranked_harnesses({"h0": 0.0, "a": 0.0, "b": 0.0}, order) == ["h0", "a", "b"]
     with pytest.raises(ValueError, match="no harness"):
-        best_harness({}, [])
+        ranked_harnesses({}, [])
 
 
 def test_a_harnessx_baseline_needs_evolution_and_its_mode():
@@ -71,7 +76,7 @@ def test_frozen_evolution_selects_on_validation_and_deploys_h_best(tmp_path, tra
     _, h0, siblings = load_pool("v1")
     search = result["search"]
     assert list(search["validation_success"]) == [h0.name, *[s.name for s in siblings]]  # H0 first, pool order
-    assert search["best"] == best_harness(search["validation_success"], list(search["validation_success"]))
+    assert search["best"] == best_harness(search["validation_success"])
     assert list(result["evaluations"]) == ["before", "best"] and "training" not in result
     assert result["budget"]["selection_rollouts"] == 5 * 1 * 1  # 5 harnesses x 1 validation task x k 1
     assert result["budget"]["training_rollouts"] == 0 and result["budget"]["evolution_rollouts"] is None
@@ -120,9 +125,7 @@ def test_whale_and_harness_forge_search_collect_fine_tune_and_deploy(tmp_path, t
     capped = {"search_rollouts": 10, "training_rollouts": 4}  # exactly what it plans: held, not refused
     result = whale(tiny_pipeline(tmp_path, name="whale", baseline="whale", budget=capped, **tiny), database_url=url)
     (one,) = result["rounds"]
-    assert one["harnesses"] == [
-        best_harness(one["success"], list(one["success"]))
-    ]  # the round's current harness: its search's best
+    assert one["harnesses"] == [best_harness(one["success"])]  # the round's current harness: its search's best
     policy = one["checkpoint"]
     assert (policy == "smollm2-135m") == (one["examples"] == 0)  # fine-tuned only on successes
     expected = {"before", "best"} | ({"after"} if policy != "smollm2-135m" else set())
@@ -132,7 +135,7 @@ def test_whale_and_harness_forge_search_collect_fine_tune_and_deploy(tmp_path, t
 
     forged = harness_forge(tiny_pipeline(tmp_path, name="forge", baseline="harness_forge", **tiny), database_url=url)
     (branch,) = forged["pairs"]  # one branch: the starting policy's best harness
-    assert branch == best_harness(forged["search"]["validation_success"], list(forged["search"]["validation_success"]))
+    assert branch == best_harness(forged["search"]["validation_success"])
     assert forged["search"]["best"] == branch and forged["checkpoint"] == forged["pairs"][branch]["checkpoint"]
     # search: the branch ranking (5 harnesses) + the pair's validation (1); training: 1 task x k 2
     assert (forged["budget"]["selection_rollouts"], forged["budget"]["training_rollouts"]) == (6, 2)

@@ -21,6 +21,7 @@ def tiny_cfg(tmp_path, **changes) -> TrainConfig:
         mode="harness_s",
         init="smollm2-135m",
         pool=["schema_rows", "format_reminder"],
+        router={"kind": "random"},  # the method's adaptive router has its own tests; these are about the loop
         k=2,
         batch_tasks=1,
         updates=2,
@@ -91,13 +92,13 @@ def test_dead_h0_group_is_replaced_by_a_sibling_rescue_with_nonzero_advantage(tm
     inner = TransformersPolicy("smollm2-135m", shared=False)  # private copy: the update changes it
     policy = ScriptedByHarness(inner, opening, demo_replies(task, random.Random(0), inspect_prob=0.0))
     trainer = TorchTrainer(inner.model, TrainerSettings(lr=1e-4, micro_batch=2), inner.pad_id)
-    run_id = run["run_id"]
+    run_id = run.run_id
     train_handle._HANDLES[run_id] = train_handle.TrainHandle(policy, trainer)
     try:
-        first = rollout_groups.sample_first_groups.fn(cfg, run_id, 0, [task.id])
+        first = rollout_groups.sample_first_groups.fn(cfg, run, 0, [task.id])
         dead = rollout_groups.dead_groups(first)
         assert [g.successes for g in dead] == [[False] * 4]
-        rescue = rollout_groups.sample_rescue_groups.fn(cfg, run_id, 0, dead, url)
+        rescue = rollout_groups.sample_rescue_groups.fn(cfg, run, 0, dead, url)
         groups = rollout_groups.record_groups.fn(cfg, run_id, 0, first, rescue, url)
         first_summary, rescue_summary = groups.summaries()
         assert (
@@ -150,14 +151,14 @@ def test_harness_bandit_plays_every_harness_then_the_one_that_paid(tmp_path, tra
     opening, _ = HarnessRuntime(load_harness("schema_rows"), task_fields(task)).opening_messages()
     inner = TransformersPolicy("smollm2-135m", shared=False)
     policy = ScriptedByHarness(inner, opening, demo_replies(task, random.Random(0), inspect_prob=0.0) * 2)
-    run_id = run["run_id"]
+    run_id = run.run_id
     train_handle._HANDLES[run_id] = train_handle.TrainHandle(
         policy, TorchTrainer(inner.model, TrainerSettings(lr=1e-6, micro_batch=2), inner.pad_id)
     )
     played = []
     try:
         for step in range(4):
-            first = rollout_groups.sample_first_groups.fn(cfg, run_id, step, [task.id], url)
+            first = rollout_groups.sample_first_groups.fn(cfg, run, step, [task.id], url)
             none = rollout_groups.Sampled([], 0.0)
             groups = rollout_groups.record_groups.fn(cfg, run_id, step, first, none, url)
             update = train_handle.update_policy.fn(cfg, run_id, step, groups.trained)
@@ -171,7 +172,7 @@ def test_harness_bandit_plays_every_harness_then_the_one_that_paid(tmp_path, tra
             assert rows[3].details["bandit"]["means"] == {"h0": 0.0, "schema_rows": 1.0, "format_reminder": 0.0}
             groups = s.scalars(select(RolloutGroup).where(RolloutGroup.run_id == run_id)).all()
             assert {g.role for g in groups} == {"bandit"}
-        again = rollout_groups.sample_first_groups.fn(cfg, run_id, 3, [task.id], url)  # a redone update
+        again = rollout_groups.sample_first_groups.fn(cfg, run, 3, [task.id], url)  # a redone update
         assert again.bandit == first.bandit
     finally:
         train_handle.drop_handle(run_id)
@@ -188,15 +189,15 @@ def test_a_re_anchor_of_h0_alone_measures_only_h0_and_writes_no_sibling_profile(
     )
     run = step_record.register_train_run.fn(cfg, url, None)
     try:
-        result = reanchor.paired_validation.fn(cfg, run["run_id"], 0, run["val_task_ids"], url)
+        result = reanchor.paired_validation.fn(cfg, run, 0, url)
     finally:
-        train_handle.drop_handle(run["run_id"])
+        train_handle.drop_handle(run.run_id)
     assert list(result["success"]) == ["h0"] and result["profiles"] == {}
     with session_scope(make_engine(url)) as s:
-        measured = s.scalars(select(RolloutGroup.harness_id).where(RolloutGroup.run_id == run["run_id"])).all()
+        measured = s.scalars(select(RolloutGroup.harness_id).where(RolloutGroup.run_id == run.run_id)).all()
         assert measured == [load_harness("h0").id] * 2  # one group per validation task
         assert s.scalar(select(func.count()).select_from(ProfileVersion)) == 0
-        reanchors = s.scalars(select(Evaluation).where(Evaluation.run_id == run["run_id"])).all()
+        reanchors = s.scalars(select(Evaluation).where(Evaluation.run_id == run.run_id)).all()
         assert [(e.routing, e.harness_id) for e in reanchors] == [("reanchor", load_harness("h0").id)]
 
 
@@ -219,14 +220,14 @@ def test_harnessx_spans_harnesses_and_replays_a_group_with_a_signal_token_for_to
     opening, _ = HarnessRuntime(load_harness("schema_rows"), task_fields(task)).opening_messages()
     inner = TransformersPolicy("smollm2-135m", shared=False)
     policy = ScriptedByHarness(inner, opening, demo_replies(task, random.Random(0), inspect_prob=0.0))
-    run_id = run["run_id"]
+    run_id = run.run_id
     train_handle._HANDLES[run_id] = train_handle.TrainHandle(
         policy, TorchTrainer(inner.model, TrainerSettings(lr=1e-6, micro_batch=2), inner.pad_id)
     )
     try:
         steps = []
         for step in range(2):
-            first = rollout_groups.sample_first_groups.fn(cfg, run_id, step, [task.id], url)
+            first = rollout_groups.sample_first_groups.fn(cfg, run, step, [task.id], url)
             groups = rollout_groups.record_groups.fn(cfg, run_id, step, first, rollout_groups.Sampled([], 0.0), url)
             replayed = rollout_groups.replay_groups.fn(cfg, run_id, step, url)
             update = train_handle.update_policy.fn(cfg, run_id, step, [*groups.trained, *replayed])

@@ -339,7 +339,7 @@ def test_llm_diagnoses_are_recorded_on_their_trajectories_and_counted_as_editor_
     from envs.base import Verdict
     from rl.rollout import RolloutResult, TurnRecord
     from tasks.llm_editing import llm_causes
-    from tasks.records import build_group, record_bench_tasks, record_harnesses, trajectory_id
+    from tasks.records import GroupRecord, build_group, record_bench_tasks, record_harnesses, trajectory_id
     from tasks.resources import bench_tasks, get_engine
 
     server, _ = openai_server("unknown_column", "misread_the_question")
@@ -365,8 +365,9 @@ def test_llm_diagnoses_are_recorded_on_their_trajectories_and_counted_as_editor_
         record_bench_tasks(s, [task])
         ids = ("evo-run", 1, task.id)
         group = dict(run_id="evo-run", step=1, bench_task_id=task.id, harness_id=h0.id, seed=0, checkpoint="m")
-        store.replace_group(s, build_group(**group, role="diagnose", results=results, extra_details=notes))
-        store.replace_group(s, build_group(**group, role="validate", results=results, extra_details=notes))
+        for role in ("diagnose", "validate"):
+            record = GroupRecord(**group, role=role, results=results, extra_details=notes)
+            store.replace_group(s, build_group(record))
     with session_scope(get_engine(url)) as s:
         first = s.get(Trajectory, trajectory_id(*ids, results[0], 0, "diagnose"))
         assert first.details["diagnosis"]["cause"] == "unknown_column"

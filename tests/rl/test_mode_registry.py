@@ -78,13 +78,16 @@ def test_the_rollout_group_tasks_plan_a_registered_mode(h0_twice, monkeypatch):
 
     monkeypatch.setattr(rollout_groups, "_sample", plans_only)
     monkeypatch.setattr(rollout_groups, "bench_task", lambda env, task_id: T(int(task_id)))
+    from tasks.run_identity import RunContext, harness_sets
+
     cfg = load_config(TrainConfig, None, {"mode": "h0_twice", "k": 2})
-    first = rollout_groups.sample_first_groups.fn(cfg, "toy-run", 0, ["1", "2"])
+    run = RunContext("toy-run", *harness_sets(cfg), train_task_ids=["1", "2"], val_task_ids=[])
+    first = rollout_groups.sample_first_groups.fn(cfg, run, 0, ["1", "2"])
     assert [(g.plan.role, g.plan.harness_id, len(g.plan.specs)) for g in first.groups] == [
         (Role.H0, load_harness("h0").id, 2)
     ] * 2
     dead = rollout_groups.dead_groups(first)  # no rollouts ran: no success
-    rescue = rollout_groups.sample_rescue_groups.fn(cfg, "toy-run", 0, dead, None)
+    rescue = rollout_groups.sample_rescue_groups.fn(cfg, run, 0, dead, None)
     assert [(g.bench_task_id, g.plan.role, len(g.plan.specs)) for g in rescue.groups] == [
         ("dbbench/train/0001", Role.H0_RESCUE, 4),
         ("dbbench/train/0002", Role.H0_RESCUE, 4),

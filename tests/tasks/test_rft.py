@@ -24,7 +24,7 @@ def rollouts(tmp_path, train_dir, smol_policy):
     from rl.policy import Sampling
     from rl.rollout import RolloutSpec, run_rollouts
     from rl.sft import ForcedReplies, demo_replies
-    from tasks.records import build_group, record_bench_tasks, record_harnesses
+    from tasks.records import GroupRecord, build_group, record_bench_tasks, record_harnesses
     from tasks.resources import bench_tasks, env_factory, get_engine
 
     url = f"sqlite:///{tmp_path / 'hs.db'}"
@@ -41,16 +41,7 @@ def rollouts(tmp_path, train_dir, smol_policy):
         record_bench_tasks(s, [task])
         store.replace_group(
             s,
-            build_group(
-                run_id="collect-run",
-                step=0,
-                bench_task_id=task.id,
-                harness_id=h0.id,
-                seed=0,
-                role="eval",
-                checkpoint="smollm2-135m",
-                results=results,
-            ),
+            build_group(GroupRecord("collect-run", 0, task.id, h0.id, 0, "eval", "smollm2-135m", results)),
         )
     return url, results
 
