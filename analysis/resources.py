@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from analysis.runs import Method
 from db import store
 from db.models import Run
+from envs.registry import DEFAULT_BENCHMARK
 from rl.modes import TRAIN_ROLES, Role
 
 RESOURCE_COLUMNS = [
@@ -67,7 +68,7 @@ def _evolution_runs(session: Session, run: Run) -> list[str]:
     budget = results.get("budget") or {}
     if budget.get("evolution_run_id"):
         return [budget["evolution_run_id"]]
-    benchmark = (run.config.get("train") or {}).get("env", {}).get("benchmark", "dbbench")
+    benchmark = (run.config.get("train") or {}).get("env", {}).get("benchmark", DEFAULT_BENCHMARK)
     found = store.pool_run_id(session, benchmark, results.get("pool_version"))
     return [found] if found else []
 

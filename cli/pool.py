@@ -21,6 +21,7 @@ from rich.text import Text
 from cli import views
 from cli.errors import user_errors
 from cli.options import DatabaseUrl, Sets
+from envs.registry import DEFAULT_BENCHMARK
 from harness_pool.pool_store import (
     DEFAULT_ROOT,
     PoolManifest,
@@ -68,7 +69,7 @@ def _header(manifest: PoolManifest) -> str:
 @_user_errors
 def pool_show(
     version: Annotated[str, typer.Argument(help="Pool version, or the path of a version folder")],
-    benchmark: Benchmark = "dbbench",
+    benchmark: Benchmark = DEFAULT_BENCHMARK,
     root: Root = None,
 ):
     """Members of a pool version, with their parents and the edit that made them."""
@@ -94,7 +95,7 @@ def pool_show(
 
 @pool_app.command("list")
 @_user_errors
-def pool_list(benchmark: Benchmark = "dbbench", root: Root = None):
+def pool_list(benchmark: Benchmark = DEFAULT_BENCHMARK, root: Root = None):
     """All frozen versions of a benchmark's pool."""
     folder = root or DEFAULT_ROOT
     manifests = list_pools(benchmark, folder)
@@ -123,7 +124,7 @@ def _diff_text(diff: str) -> Text:
 def pool_diff(
     a: Annotated[str, typer.Argument(help="Older pool version (or folder)")],
     b: Annotated[str, typer.Argument(help="Newer pool version (or folder)")],
-    benchmark: Benchmark = "dbbench",
+    benchmark: Benchmark = DEFAULT_BENCHMARK,
     root: Root = None,
 ):
     """What changed between two pool versions: members added, removed, edited (with their YAML diff)."""
@@ -149,7 +150,7 @@ def pool_freeze(
     version: Annotated[str, typer.Argument(help="New version name, e.g. seed-v1")],
     harness: Annotated[str, typer.Option(help="Base harness (H0): built-in name or YAML path")] = "h0",
     sibling: Annotated[Optional[list[str]], typer.Option(help="Sibling harness name or YAML path; repeat")] = None,
-    benchmark: Benchmark = "dbbench",
+    benchmark: Benchmark = DEFAULT_BENCHMARK,
     root: Root = None,
     created_by: Annotated[Optional[str], typer.Option(help="Who made the pool, e.g. an evolution run id")] = None,
     dvc: Annotated[

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 
+from envs.registry import DEFAULT_BENCHMARK
 from rl.modes import Mode
 from rl.training_modes import modes_help, training_mode
 
@@ -115,7 +116,9 @@ TierName = str
 
 class EnvConfig(_Frozen):
     benchmark: str = Field(
-        default="dbbench", description="Benchmark name (envs/registry.py): dbbench, textworld, bfcl or repair."
+        default=DEFAULT_BENCHMARK,
+        description="Benchmark name: a built-in one (dbbench, textworld, bfcl, repair) "
+        "or one registered through the harness_s.benchmarks entry point (envs/registry.py).",
     )
 
     @field_validator("benchmark")

@@ -25,6 +25,7 @@ from importlib.metadata import entry_points
 from envs.base import Benchmark, DataError
 
 ENTRY_POINT_GROUP = "harness_s.benchmarks"
+DEFAULT_BENCHMARK = "dbbench"  # what a config or command that names no benchmark runs
 BUILTIN = {
     "dbbench": "envs.dbbench.benchmark:BENCHMARK",
     "textworld": "envs.textworld.benchmark:BENCHMARK",

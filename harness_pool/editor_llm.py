@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 
+from envs.registry import DEFAULT_BENCHMARK
 from envs.registry import benchmark as registered
 from harness_pool.diagnosis import Cluster, causes_for
 from harness_pool.llm import ChatClient
@@ -175,7 +176,7 @@ LABEL = re.compile(r"^[a-z][a-z0-9_]{2,39}$")
 class LlmDiagnoser:
     """One root-cause label per failed trajectory, falling back to the rule's cause."""
 
-    def __init__(self, chat: ChatClient, max_chars: int = 8000, benchmark: str = "dbbench"):
+    def __init__(self, chat: ChatClient, max_chars: int = 8000, benchmark: str = DEFAULT_BENCHMARK):
         self.chat, self.max_chars, self.benchmark = chat, max_chars, benchmark
 
     def cause(self, trajectory_text: str, rule_cause: str) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
+from envs.registry import DEFAULT_BENCHMARK
 from harness_pool.spec import HarnessError, HarnessSpec, dump_harness, load_harness
 
 # Pools live in the checkout you work in: $HS_POOL_ROOT, else ./harness_pool/pools when the working
@@ -194,7 +195,7 @@ def _pool_dir(version_or_path: str, benchmark: str, root: Path) -> Path:
 
 
 def load_pool(
-    version_or_path: str, benchmark: str = "dbbench", root: Path = DEFAULT_ROOT
+    version_or_path: str, benchmark: str = DEFAULT_BENCHMARK, root: Path = DEFAULT_ROOT
 ) -> tuple[PoolManifest, HarnessSpec, list[HarnessSpec]]:
     """Read a pool version (by name under root, or by folder path) and check every file's id.
 
@@ -224,7 +225,7 @@ def _natural(version: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", version)]
 
 
-def list_pools(benchmark: str = "dbbench", root: Path = DEFAULT_ROOT) -> list[PoolManifest]:
+def list_pools(benchmark: str = DEFAULT_BENCHMARK, root: Path = DEFAULT_ROOT) -> list[PoolManifest]:
     """Manifests of all versions of a benchmark's pool, in natural version order (v2 before v10)."""
     folder = Path(root) / benchmark
     if not folder.is_dir():
@@ -316,14 +317,16 @@ def _dvc_add(root: Path, pool_dir: Path) -> None:
         raise HarnessError(f"dvc add {pool_dir.name} failed: {first}") from None
 
 
-def resolve_pool(entries: list[str], benchmark: str = "dbbench", root: Path = DEFAULT_ROOT) -> list[HarnessSpec]:
+def resolve_pool(
+    entries: list[str], benchmark: str = DEFAULT_BENCHMARK, root: Path = DEFAULT_ROOT
+) -> list[HarnessSpec]:
     """Harnesses named by a config's pool list: built-in names, YAML paths, or `pool:VERSION` for
     every sibling of a frozen pool version (H0 excluded), in the listed order, duplicates once."""
     return [spec for spec, _ in pool_sources(entries, benchmark, root)]
 
 
 def pool_sources(
-    entries: list[str], benchmark: str = "dbbench", root: Path = DEFAULT_ROOT
+    entries: list[str], benchmark: str = DEFAULT_BENCHMARK, root: Path = DEFAULT_ROOT
 ) -> list[tuple[HarnessSpec, str]]:
     """resolve_pool's harnesses, each with what loads it again: its built-in name or YAML path."""
     out: dict[str, tuple[HarnessSpec, str]] = {}

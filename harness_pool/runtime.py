@@ -50,7 +50,7 @@ def fill(template: str, fields: dict[str, str]) -> str:
 
 def task_fields(task: object) -> dict[str, str]:
     """Template placeholders a harness may use, taken from a benchmark task (its benchmark says which)."""
-    return benchmark(getattr(task, "benchmark", "dbbench")).fields(task)
+    return benchmark(task.benchmark).fields(task)
 
 
 @dataclass

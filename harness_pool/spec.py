@@ -19,6 +19,7 @@ import re2
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from envs.registry import DEFAULT_BENCHMARK
 from harness_pool.sandbox import LIMITS, SandboxError, check_hook_source, template_problem
 
 HookPoint = Literal["on_init", "before_model_call", "before_action", "after_step"]
@@ -312,7 +313,7 @@ def harness_id(spec: HarnessSpec) -> str:
 BUILTIN_DIR = Path(__file__).parent / "harnesses"
 
 
-def load_harness(name_or_path: str | Path, benchmark: str = "dbbench") -> HarnessSpec:
+def load_harness(name_or_path: str | Path, benchmark: str = DEFAULT_BENCHMARK) -> HarnessSpec:
     """Load a harness by built-in name (e.g. 'h0') or by path to a YAML file."""
     from envs.registry import benchmark as registered
 

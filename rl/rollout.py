@@ -334,7 +334,7 @@ def _plain(value, depth: int):
 
 
 def _finish(ep: _Episode) -> RolloutResult:
-    bench = benchmark(getattr(ep.spec.bench_task, "benchmark", "dbbench"))
+    bench = benchmark(ep.spec.bench_task.benchmark)
     reached = ep.answer is not None or ep.outcome in ("won", "submitted")
     verdict, failure, tags = None, None, []
     if ep.error is None:

@@ -35,7 +35,7 @@ class SftExample:
 
 def demo_replies(task, rng: random.Random, inspect_prob: float = 0.5) -> list[str]:
     """The scripted assistant turns for one training task in its benchmark's H0 text protocol."""
-    return benchmark(getattr(task, "benchmark", "dbbench")).demo_replies(task, rng, inspect_prob)
+    return benchmark(task.benchmark).demo_replies(task, rng, inspect_prob)
 
 
 class ForcedReplies:
