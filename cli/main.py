@@ -32,6 +32,7 @@ from cli.pipeline import quickstart_cmd, run_cmd  # noqa: E402
 from cli.pool import pool_app  # noqa: E402
 from cli.reports import profiles_app, report_app, traj_app  # noqa: E402
 from cli.stages import stage_cmd  # noqa: E402
+from cli.ui import ui_cmd  # noqa: E402
 
 prefect_guard.install()  # a temporary Prefect API started by this process dies with it, even on kill -9
 
@@ -50,6 +51,7 @@ app.command("rerun")(rerun_cmd)
 app.command("rollout")(rollout_cmd)
 app.command("deploy")(deploy_cmd)
 app.command("stage")(stage_cmd)
+app.command("ui")(ui_cmd)
 
 app.add_typer(db_app, name="db")
 app.add_typer(env_app, name="env")

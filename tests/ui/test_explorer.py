@@ -1,0 +1,127 @@
+"""The trajectory explorer (ui/) over a real database: every page, a dead group beside its rescue, the
+token view, model-written text kept as text, 404 pages, and a database it cannot write to."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sqlalchemy import text
+from starlette.testclient import TestClient
+
+from db.engine import make_engine, session_scope, upgrade
+from db.models import BenchTask, Harness, RolloutGroup, RouterDecision, Run, TrainStep, Trajectory, Turn
+from ui.app import create_app
+from ui.database import read_only_engine
+
+HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>"
+RUN = "t-harness_s-0123456789ab"
+
+
+def _trajectory(group: RolloutGroup, i: int, success: bool, harness: str, reply: str) -> Trajectory:
+    traj = Trajectory(
+        id=f"{group.id}-{i}",
+        group_id=group.id,
+        run_id=RUN,
+        bench_task_id=group.bench_task_id,
+        harness_id=harness,
+        sample_index=i,
+        checkpoint="c",
+        reward=float(success),
+        success=success,
+        failure_kind=None if success else "wrong_value",
+        finish_reason="answered",
+        n_turns=1,
+        details={"mismatch": 0.98},
+    )
+    traj.turns = [
+        Turn(
+            id=f"{traj.id}-t0", index=0, context_text=f"task {HOSTILE}", context_ids=[1, 2],
+            completion_text=reply, completion_ids=[5, 6, 7], completion_logprobs=[-0.1, -2.0, -0.5],
+            loss_mask=[0, 0, 1, 1, 0], action_kind="answer", action={"values": [HOSTILE]},
+            observation=f"observation {HOSTILE}", hook_events=[{"inject": HOSTILE}],
+        )
+    ]  # fmt: skip
+    return traj
+
+
+@pytest.fixture
+def explorer_db(db_url) -> str:
+    upgrade(db_url)
+    with session_scope(make_engine(db_url)) as s:
+        config = {"mode": "harness_s", "env": {"benchmark": "dbbench"}, "policy": {"model": "no-such-model"}}
+        s.add(Run(id=RUN, kind="train", name="t", status="completed", config=config))
+        s.add_all(
+            [Harness(id="h0id", name="h0", benchmark="dbbench"), Harness(id="sibid", name=HOSTILE, benchmark="dbbench")]
+        )
+        task = {"benchmark": "dbbench", "split": "train", "index": 1, "task_type": "t", "tier": "easy"}
+        s.add(BenchTask(id="dbbench/train/0001", description=f"How many? {HOSTILE}", **task))
+        s.flush()
+        dead = RolloutGroup(id="g-dead", run_id=RUN, step=1, bench_task_id="dbbench/train/0001", harness_id="h0id",
+                            k=2, role="h0", checkpoint="c", n_success=0)  # fmt: skip
+        rescue = RolloutGroup(id="g-rescue", run_id=RUN, step=1, bench_task_id="dbbench/train/0001", harness_id=None,
+                              k=2, role="rescue", checkpoint="c", n_success=1)  # fmt: skip
+        s.add_all([dead, rescue])
+        s.flush()
+        s.add_all([_trajectory(dead, i, False, "h0id", f"reply {HOSTILE}") for i in range(2)])
+        s.add_all([_trajectory(rescue, i, i == 0, "sibid", "Action: Answer") for i in range(2)])
+        metrics = {"train/valid_group_ratio": 0.5, "rollout/rescues_triggered": 1.0, "train/loss": 0.1}
+        s.add(TrainStep(id="ts1", run_id=RUN, step=1, mode="harness_s", metrics=metrics))
+        s.add(TrainStep(id="ts2", run_id=RUN, step=2, mode="harness_s", metrics={"train/valid_group_ratio": 1.0}))
+        s.add(RouterDecision(id="d1", run_id=RUN, step=1, bench_task_id="dbbench/train/0001", purpose="rescue",
+                             router="adaptive", ranking=["sibid", "h0id"], chosen=["sibid", "sibid"],
+                             votes={"voters": {"statistics": ["sibid"]}, "errors": {"llm": "timeout"}}))  # fmt: skip
+    return db_url
+
+
+def test_every_page_from_the_runs_list_down_to_a_token_view(explorer_db):
+    client = TestClient(create_app(explorer_db))
+    runs = client.get("/?kind=train&method=harness_s")
+    assert runs.status_code == 200 and f'href="/runs/{RUN}"' in runs.text
+    assert RUN not in client.get("/?method=grpo").text
+    run = client.get(f"/runs/{RUN}")
+    assert run.status_code == 200 and "valid-group ratio" in run.text and "<svg" in run.text
+    update = client.get(f"/runs/{RUN}/updates/1")
+    assert update.status_code == 200 and ">dead<" in update.text and "adaptive" in update.text
+    assert "llm skipped: timeout" in update.text
+    compare = re.search(r'href="(/compare\?a=g-dead&amp;b=g-rescue)"', update.text)
+    assert compare, "the update links a dead group to its rescue"
+    side_by_side = client.get(compare.group(1).replace("&amp;", "&"))
+    assert side_by_side.status_code == 200 and "h0 group" in side_by_side.text and "rescue group" in side_by_side.text
+    trajectory = client.get("/trajectories/g-dead-0")
+    assert (
+        trajectory.status_code == 200 and "wrong_value" in trajectory.text and "mismatch weight 0.98" in trajectory.text
+    )
+    tokens = re.findall(r'<span class="token (trained|masked)"', trajectory.text)
+    assert tokens == ["trained", "trained", "masked"]  # the loss mask past the 2 context ids: 1 1 0
+    pair = client.get("/compare?a=g-dead-0&b=g-rescue-0")
+    assert pair.status_code == 200 and pair.text.count('class="turn"') == 2
+
+
+def test_model_written_text_renders_as_text_everywhere(explorer_db):
+    client = TestClient(create_app(explorer_db))
+    pages = ["/", f"/runs/{RUN}", f"/runs/{RUN}/updates/1", "/groups/g-rescue", "/trajectories/g-dead-0",
+             "/compare?a=g-dead&b=g-rescue", "/compare?a=g-dead-0&b=g-rescue-1"]  # fmt: skip
+    for path in pages:
+        page = client.get(path)
+        assert page.status_code == 200, path
+        assert "<script>" not in page.text and "<img" not in page.text, path
+    shown = client.get("/trajectories/g-dead-0").text
+    assert shown.count("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;") >= 4  # reply, prompt, observation, hooks
+
+
+@pytest.mark.parametrize(
+    "path", ["/runs/nope", "/runs/nope/updates/1", f"/runs/{RUN}/updates/99", "/groups/nope", "/trajectories/nope",
+             "/compare?a=x&b=y", "/no/such/page", f"/runs/{RUN}?page=-1", f"/runs/{RUN}?page=99999999999999"],
+)  # fmt: skip
+def test_bad_urls_and_ids_are_a_404_page_not_a_traceback(explorer_db, path):
+    page = TestClient(create_app(explorer_db), raise_server_exceptions=False).get(path)
+    assert page.status_code == 404 and "Not found" in page.text and "Traceback" not in page.text
+
+
+def test_the_explorer_cannot_write_to_the_database(explorer_db):
+    engine = read_only_engine(explorer_db)
+    with pytest.raises(Exception, match="(?i)read.only|readonly"), engine.begin() as connection:
+        connection.execute(text("DELETE FROM runs"))
+    with session_scope(make_engine(explorer_db)) as s:
+        assert s.get(Run, RUN) is not None
