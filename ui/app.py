@@ -119,6 +119,36 @@ def create_app(database_url: str) -> Starlette:
             ]
             return _page("compare.html", sides=sides, kind="groups", names=queries.harness_names(s))
 
+    def search_page(request: Request) -> HTMLResponse:
+        wanted = {k: request.query_params.get(k, "").strip() for k in queries.SEARCH_FIELDS}
+        for key in ("min_reward", "max_reward"):
+            if wanted[key] and not _is_number(wanted[key]):
+                raise HTTPException(404, f"{key}={wanted[key]!r} is not a number")
+        page = _int(request, "page")
+        with session_scope(engine) as s:
+            found = queries.search(s, wanted, page) if any(wanted.values()) else []
+            return _page(
+                "search.html", wanted=wanted, found=found, page=page, choices=queries.search_choices(s),
+                names=queries.harness_names(s), more=len(found) == queries.PAGE,
+            )  # fmt: skip
+
+    def harnesses_page(request: Request) -> HTMLResponse:
+        with session_scope(engine) as s:
+            return _page("harnesses.html", pools=queries.pools(s), harnesses=queries.harnesses(s))
+
+    def harness_page(request: Request) -> HTMLResponse:
+        from db.models import Harness
+
+        with session_scope(engine) as s:
+            harness = s.get(Harness, request.path_params["harness_id"]) or _missing(
+                "harness", request.path_params["harness_id"]
+            )
+            base = queries.base_of(s, harness)
+            return _page(
+                "harness.html", harness=harness, base=base, diff=queries.spec_diff(base, harness),
+                profiles=queries.profiles_of(s, harness.id),
+            )  # fmt: skip
+
     routes = [
         Route("/", runs_page),
         Route("/runs/{run_id}", run_page),
@@ -126,6 +156,9 @@ def create_app(database_url: str) -> Starlette:
         Route("/groups/{group_id}", group_page),
         Route("/trajectories/{trajectory_id}", trajectory_page),
         Route("/compare", compare_page),
+        Route("/search", search_page),
+        Route("/harnesses", harnesses_page),
+        Route("/harnesses/{harness_id}", harness_page),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 
@@ -138,6 +171,14 @@ def create_app(database_url: str) -> Starlette:
         return _page("error.html", status=500, title="This page failed", detail=f"{type(exc).__name__} (see the log)")
 
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found, Exception: server_error})
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return len(text) < 32
 
 
 def _missing(what: str, key: str):

@@ -163,3 +163,83 @@ def token_rows(turn) -> list[dict]:
         }
         for i, token in enumerate(ids)
     ]
+
+
+SEARCH_FIELDS = ("task", "benchmark", "harness", "failure_kind", "min_reward", "max_reward", "text")
+
+
+def search(session: Session, wanted: dict[str, str], page: int = 0) -> list[Trajectory]:
+    """Trajectories matching every given field (text: in any reply or observation), newest first."""
+    from db.models import Turn
+
+    query = select(Trajectory).join(BenchTask, BenchTask.id == Trajectory.bench_task_id)
+    if wanted.get("task"):
+        query = query.where(Trajectory.bench_task_id.contains(wanted["task"], autoescape=True))
+    if wanted.get("benchmark"):
+        query = query.where(BenchTask.benchmark == wanted["benchmark"])
+    if wanted.get("harness"):
+        ids = select(Harness.id).where(Harness.name == wanted["harness"])
+        query = query.where(Trajectory.harness_id.in_(ids))
+    if wanted.get("failure_kind"):
+        query = query.where(Trajectory.failure_kind == wanted["failure_kind"])
+    for key, compare in (("min_reward", Trajectory.reward.__ge__), ("max_reward", Trajectory.reward.__le__)):
+        if wanted.get(key):
+            query = query.where(compare(float(wanted[key])))
+    if wanted.get("text"):
+        pattern = wanted["text"]
+        in_reply = Turn.completion_text.contains(pattern, autoescape=True)
+        turns = select(Turn.trajectory_id).where(in_reply | Turn.observation.contains(pattern, autoescape=True))
+        query = query.where(Trajectory.id.in_(turns))
+    query = query.order_by(Trajectory.created_at.desc(), Trajectory.id)
+    return list(session.scalars(query.offset(page * PAGE).limit(PAGE)))
+
+
+def search_choices(session: Session) -> dict[str, list[str]]:
+    kinds = session.scalars(select(Trajectory.failure_kind).distinct().where(Trajectory.failure_kind.is_not(None)))
+    return {
+        "benchmark": sorted(set(session.scalars(select(BenchTask.benchmark).distinct()))),
+        "harness": sorted(set(session.scalars(select(Harness.name).distinct()))),
+        "failure_kind": sorted(set(kinds)),
+    }
+
+
+def pools(session: Session) -> list:
+    from db.models import Pool
+
+    return list(session.scalars(select(Pool).order_by(Pool.benchmark, Pool.created_at)))
+
+
+def harnesses(session: Session) -> list[Harness]:
+    return list(session.scalars(select(Harness).order_by(Harness.benchmark, Harness.name, Harness.created_at)))
+
+
+def spec_diff(base: Harness | None, harness: Harness) -> str:
+    """The harness against H0 (or its parent), as a unified diff of their YAML."""
+    import difflib
+
+    import yaml
+
+    def lines(h: Harness | None) -> list[str]:
+        return yaml.safe_dump(h.spec if h else {}, sort_keys=True, allow_unicode=True).splitlines(keepends=True)
+
+    name = base.name if base else "nothing"
+    return "".join(difflib.unified_diff(lines(base), lines(harness), f"{name}.yaml", f"{harness.name}.yaml"))
+
+
+def base_of(session: Session, harness: Harness) -> Harness | None:
+    """What a sibling is measured against: its first parent, else the benchmark's h0."""
+    for parent in harness.parent_ids or []:
+        found = session.get(Harness, parent)
+        if found is not None:
+            return found
+    if harness.name == "h0":
+        return None
+    query = select(Harness).where(Harness.benchmark == harness.benchmark, Harness.name == "h0")
+    return session.scalars(query.order_by(Harness.created_at)).first()
+
+
+def profiles_of(session: Session, harness_id: str) -> list:
+    from db.models import ProfileVersion
+
+    query = select(ProfileVersion).where(ProfileVersion.harness_id == harness_id)
+    return list(session.scalars(query.order_by(ProfileVersion.run_id, ProfileVersion.version)))

@@ -52,7 +52,16 @@ def explorer_db(db_url) -> str:
         config = {"mode": "harness_s", "env": {"benchmark": "dbbench"}, "policy": {"model": "no-such-model"}}
         s.add(Run(id=RUN, kind="train", name="t", status="completed", config=config))
         s.add_all(
-            [Harness(id="h0id", name="h0", benchmark="dbbench"), Harness(id="sibid", name=HOSTILE, benchmark="dbbench")]
+            [
+                Harness(id="h0id", name="h0", benchmark="dbbench", spec={"name": "h0", "skills": []}),
+                Harness(
+                    id="sibid",
+                    name=HOSTILE,
+                    benchmark="dbbench",
+                    parent_ids=["h0id"],
+                    spec={"name": HOSTILE, "skills": [{"name": "s", "text": HOSTILE}]},
+                ),
+            ]
         )
         task = {"benchmark": "dbbench", "split": "train", "index": 1, "task_type": "t", "tier": "easy"}
         s.add(BenchTask(id="dbbench/train/0001", description=f"How many? {HOSTILE}", **task))
@@ -101,7 +110,8 @@ def test_every_page_from_the_runs_list_down_to_a_token_view(explorer_db):
 def test_model_written_text_renders_as_text_everywhere(explorer_db):
     client = TestClient(create_app(explorer_db))
     pages = ["/", f"/runs/{RUN}", f"/runs/{RUN}/updates/1", "/groups/g-rescue", "/trajectories/g-dead-0",
-             "/compare?a=g-dead&b=g-rescue", "/compare?a=g-dead-0&b=g-rescue-1"]  # fmt: skip
+             "/compare?a=g-dead&b=g-rescue", "/compare?a=g-dead-0&b=g-rescue-1", "/search?text=onerror",
+             "/harnesses", "/harnesses/sibid"]  # fmt: skip
     for path in pages:
         page = client.get(path)
         assert page.status_code == 200, path
@@ -110,9 +120,34 @@ def test_model_written_text_renders_as_text_everywhere(explorer_db):
     assert shown.count("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;") >= 4  # reply, prompt, observation, hooks
 
 
+def test_search_finds_trajectories_by_text_failure_kind_harness_and_reward(explorer_db):
+    client = TestClient(create_app(explorer_db))
+
+    def found(query: str) -> set[str]:
+        page = client.get(f"/search?{query}")
+        assert page.status_code == 200
+        return set(re.findall(r'href="/trajectories/([^"]+)"', page.text))
+
+    assert found("text=reply%20%3Cscript") == {"g-dead-0", "g-dead-1"}  # in the replies of the dead group only
+    assert found("text=onerror%3Dalert") == {"g-dead-0", "g-dead-1", "g-rescue-0", "g-rescue-1"}  # observations
+    assert found("failure_kind=wrong_value&harness=h0") == {"g-dead-0", "g-dead-1"}
+    assert found("min_reward=1") == {"g-rescue-0"} and found("task=train/0001&max_reward=0") == {
+        "g-dead-0",
+        "g-dead-1",
+        "g-rescue-1",
+    }
+    assert found("text=%25") == set()  # a LIKE wildcard is searched for literally
+
+
+def test_a_sibling_page_shows_its_patch_against_its_parent(explorer_db):
+    page = TestClient(create_app(explorer_db)).get("/harnesses/sibid")
+    assert page.status_code == 200 and "--- h0.yaml" in page.text and "+skills:" in page.text.replace("-skills: []", "")
+
+
 @pytest.mark.parametrize(
     "path", ["/runs/nope", "/runs/nope/updates/1", f"/runs/{RUN}/updates/99", "/groups/nope", "/trajectories/nope",
-             "/compare?a=x&b=y", "/no/such/page", f"/runs/{RUN}?page=-1", f"/runs/{RUN}?page=99999999999999"],
+             "/compare?a=x&b=y", "/no/such/page", f"/runs/{RUN}?page=-1", f"/runs/{RUN}?page=99999999999999",
+             "/search?min_reward=abc", "/harnesses/nope"],
 )  # fmt: skip
 def test_bad_urls_and_ids_are_a_404_page_not_a_traceback(explorer_db, path):
     page = TestClient(create_app(explorer_db), raise_server_exceptions=False).get(path)
