@@ -14,7 +14,7 @@ from db.models import BenchTask, Harness, RolloutGroup, RouterDecision, Run, Tra
 from ui.app import create_app
 from ui.database import read_only_engine
 
-HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>"
+HOSTILE = "<script>window.__hs_pwned = 1</script><img src=x onerror=window.__hs_pwned=2>"
 RUN = "t-harness_s-0123456789ab"
 
 
@@ -117,7 +117,7 @@ def test_model_written_text_renders_as_text_everywhere(explorer_db):
         assert page.status_code == 200, path
         assert "<script>" not in page.text and "<img" not in page.text, path
     shown = client.get("/trajectories/g-dead-0").text
-    assert shown.count("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;") >= 4  # reply, prompt, observation, hooks
+    assert shown.count("&lt;script&gt;window.__hs_pwned = 1&lt;/script&gt;") >= 4  # reply, prompt, observation, hooks
 
 
 def test_search_finds_trajectories_by_text_failure_kind_harness_and_reward(explorer_db):
@@ -129,7 +129,7 @@ def test_search_finds_trajectories_by_text_failure_kind_harness_and_reward(explo
         return set(re.findall(r'href="/trajectories/([^"]+)"', page.text))
 
     assert found("text=reply%20%3Cscript") == {"g-dead-0", "g-dead-1"}  # in the replies of the dead group only
-    assert found("text=onerror%3Dalert") == {"g-dead-0", "g-dead-1", "g-rescue-0", "g-rescue-1"}  # observations
+    assert found("text=onerror%3Dwindow") == {"g-dead-0", "g-dead-1", "g-rescue-0", "g-rescue-1"}  # observations
     assert found("failure_kind=wrong_value&harness=h0") == {"g-dead-0", "g-dead-1"}
     assert found("min_reward=1") == {"g-rescue-0"} and found("task=train/0001&max_reward=0") == {
         "g-dead-0",
@@ -160,3 +160,26 @@ def test_the_explorer_cannot_write_to_the_database(explorer_db):
         connection.execute(text("DELETE FROM runs"))
     with session_scope(make_engine(explorer_db)) as s:
         assert s.get(Run, RUN) is not None
+
+
+def test_in_a_real_browser_from_the_runs_list_to_a_token_view_with_hostile_text_inert(served, browser):
+    from selenium.webdriver.common.by import By
+
+    browser.get(served + "/")
+    browser.find_element(By.LINK_TEXT, RUN).click()
+    assert "valid-group ratio" in browser.page_source and browser.find_elements(By.CSS_SELECTOR, "svg polyline")
+    browser.find_element(By.LINK_TEXT, "1").click()  # the update
+    assert browser.find_element(By.CSS_SELECTOR, "strong.dead").text == "dead"
+    browser.find_element(By.CSS_SELECTOR, "a.compare").click()  # the dead group beside its rescue
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".side")) == 2
+    browser.find_element(By.LINK_TEXT, "0").click()  # the dead group's first trajectory
+    assert browser.current_url.endswith("/trajectories/g-dead-0")
+    browser.find_element(By.CSS_SELECTOR, "details.tokens-box summary").click()
+    tokens = browser.find_elements(By.CSS_SELECTOR, "span.token")
+    assert [t.get_attribute("class") for t in tokens] == ["token trained", "token trained", "token masked"]
+    # the model-written <script> and <img onerror> are text on the page, never elements or dialogs
+    assert not browser.find_elements(By.TAG_NAME, "script") and not browser.find_elements(By.TAG_NAME, "img")
+    assert HOSTILE in browser.find_element(By.CSS_SELECTOR, "pre.reply").text
+    assert browser.execute_script("return window.__hs_pwned === undefined")
+    browser.get(served + "/runs/no-such-run")
+    assert "Not found" in browser.page_source and "no run no-such-run" in browser.page_source
