@@ -8,7 +8,20 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("analysis", "cli", "configs", "db", "envs", "flows", "harness_pool", "infra", "rl", "sandbox", "tasks", "ui")
+PACKAGES = (
+    "analysis",
+    "cli",
+    "configs",
+    "db",
+    "envs",
+    "flows",
+    "harness_pool",
+    "infra",
+    "rl",
+    "sandbox",
+    "tasks",
+    "ui",
+)
 
 
 def _module_name(path: Path) -> str:
