@@ -349,7 +349,9 @@ SECTIONS = [
 OPTIONAL_SECTIONS = {"pool"}  # left out when the report was asked for none (hs report --pool-report)
 
 
-def write_report(report: Report, out_dir: Path, command: str = "") -> Path:
+def write_report(report: Report, out_dir: Path, command: str = "", prepare: str = "") -> Path:
+    """report.md and its figures in ``out_dir``. ``command`` reproduces it; ``prepare`` is a step to
+    run once before it on a fresh checkout (e.g. decompressing the committed export it reads)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pictures: dict[str, str] = {}
     for name, (draw, key) in FIGURES.items():
@@ -361,7 +363,12 @@ def write_report(report: Report, out_dir: Path, command: str = "") -> Path:
     said = readings(report)
     lines = ["# harness-s report", ""]
     if command:
-        lines += [f"Reproduce: `{command}`", ""]
+        lines += [
+            f"Reproduce: `{prepare}` (once, on a fresh checkout), then `{command}`"
+            if prepare
+            else f"Reproduce: `{command}`",
+            "",
+        ]
     lines += ["Compared runs:", ""] + [
         f"- **{m.label}**: run `{m.run_id}`"
         + (f", training run `{m.train_run_id}`" if m.train_run_id else "")

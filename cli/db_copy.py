@@ -42,14 +42,14 @@ def copy_cmd(
     from db.copy import copy_database
     from db.engine import mask_url
 
-    source = open_database(from_, write=False)
+    source = open_database(from_, write=False, option="--from")
     runs = None
     if run:
         from analysis.runs import export_runs
 
         with reading(source) as session:
             runs = export_runs(session, list(run))
-    target = open_database(to, write=True)
+    target = open_database(to, write=True, option="--to")
     console = Console()
     with Progress(
         TextColumn("[bold]{task.description:>22}"), BarColumn(), MofNCompleteColumn(), console=console, transient=True

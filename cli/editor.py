@@ -34,9 +34,11 @@ def bundles_cmd(
     from cli.checks import check_training_split, open_database
     from configs.schema import EditorBundlesConfig, load_config
     from harness_pool.spec import load_harness
+    from tasks.editor import bundles_run_id
 
     cfg = load_config(EditorBundlesConfig, config, None, set_)
     load_harness(cfg.harness, cfg.env.benchmark)
+    bundles_run_id(cfg)  # a run id too long for the database: one line, before Prefect starts
     check_training_split(cfg.env.benchmark, cfg.env.data_dir)
     open_database(database_url, write=True)
     from flows.editor import editor_bundles
@@ -78,7 +80,7 @@ def sft_cmd(
     the frozen target; the validated ones fine-tune the engineer. Resumes like every flow."""
     from cli.checks import open_database
     from configs.schema import ConfigError, EditorSftConfig, load_config
-    from tasks.editor_sft import bundles_config
+    from tasks.editor_sft import bundles_config, editor_sft_run_id
 
     if config is None:
         raise ConfigError(
@@ -86,6 +88,7 @@ def sft_cmd(
         )
     cfg = load_config(EditorSftConfig, config, None, set_)
     bundles_config(cfg)  # a missing or invalid bundle config is a one-line error before anything runs
+    editor_sft_run_id(cfg)  # so is a run id too long for the database
     open_database(database_url, write=True)
     from flows.editor import editor_sft
 
@@ -115,12 +118,13 @@ def train_cmd(
     from cli.checks import open_database
     from configs.schema import ConfigError, EditorTrainConfig, load_config
     from tasks.editor_sft import bundles_config
-    from tasks.editor_train import sft_config
+    from tasks.editor_train import editor_train_run_id, sft_config
 
     if config is None:
         raise ConfigError("hs editor train needs --config (e.g. configs/editor_train_dbbench_smol.yaml)")
     cfg = load_config(EditorTrainConfig, config, None, set_)
     bundles_config(sft_config(cfg))  # missing or invalid cold-start / bundle configs: one line, nothing run
+    editor_train_run_id(cfg)  # a run id too long for the database: one line too
     open_database(database_url, write=True)
     from flows.editor import editor_train
 
@@ -160,6 +164,7 @@ def compare_cmd(
     the bundles, cold start and GRPO run first when missing; every step resumes)."""
     from cli.checks import open_database
     from configs.schema import ConfigError, EditorTrainConfig, load_config
+    from tasks.editor_compare import compare_run_id
     from tasks.editor_sft import bundles_config
     from tasks.editor_train import sft_config
 
@@ -167,6 +172,7 @@ def compare_cmd(
         raise ConfigError("hs editor compare needs --config (e.g. configs/editor_train_dbbench_smol.yaml)")
     cfg = load_config(EditorTrainConfig, config, None, set_)
     bundles_config(sft_config(cfg))
+    compare_run_id(cfg)  # a run id too long for the database: one line, before Prefect starts
     open_database(database_url, write=True)
     from flows.editor import editor_compare
 

@@ -16,6 +16,7 @@ def user_errors(fn):
     def wrapper(*args, **kwargs):
         from configs.schema import ConfigError
         from db.engine import DatabaseError
+        from db.ids import RunIdTooLong
         from envs.base import DataError
         from harness_pool.spec import HarnessError
         from rl.policy import PolicyError
@@ -29,6 +30,7 @@ def user_errors(fn):
             DatabaseError,
             HarnessError,
             PolicyError,
+            RunIdTooLong,
             SandboxUnavailable,
             LookupError,
         ) as exc:
@@ -38,9 +40,43 @@ def user_errors(fn):
     return wrapper
 
 
+RERUN_PLACEHOLDER = "FLOW_RUN_ID"
+
+
+def run_flow(flow, /, *args, **kwargs):
+    """Call a Prefect flow and return its result. When it fails, its exception is raised again
+    with the failed flow run's id attached (``flow_run_id``), so that :func:`flow_failed` can
+    print a `hs rerun` line that works as written."""
+    state = flow(*args, return_state=True, **kwargs)
+    try:
+        return state.result()
+    except Exception as exc:
+        flow_run_id = getattr(getattr(state, "state_details", None), "flow_run_id", None)
+        if flow_run_id is not None:
+            try:
+                exc.flow_run_id = str(flow_run_id)
+            except AttributeError:  # an exception type without a __dict__
+                pass
+        raise
+
+
 def flow_failed(what: str, exc: BaseException, hint: str = "") -> NoReturn:
-    """A flow raised: Prefect has logged the traceback and rows already written stay; one line, exit 1."""
-    Console(stderr=True).print(
-        f"[red]error:[/red] {what} failed: {exc}{'; ' + hint if hint else ''}", highlight=False, soft_wrap=True
-    )
+    """A flow raised: Prefect has logged the traceback and rows already written stay; one line, exit 1.
+
+    `hs rerun FLOW_RUN_ID` in the message or the hint names the failed flow run's real id when the
+    flow was called through :func:`run_flow`. A run id too long for the database is a user error
+    (exit 2, no hint: starting again would fail the same way)."""
+    from rich.markup import escape
+
+    from db.ids import RunIdTooLong
+
+    console = Console(stderr=True)
+    if isinstance(exc, RunIdTooLong):
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    line = f"{what} failed: {exc}{'; ' + hint if hint else ''}"
+    flow_run_id = getattr(exc, "flow_run_id", None)
+    if flow_run_id:
+        line = line.replace(RERUN_PLACEHOLDER, flow_run_id)
+    console.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
     raise typer.Exit(1) from None

@@ -10,7 +10,7 @@ import typer
 
 from cli import views
 from cli.common import console, known_benchmark
-from cli.errors import flow_failed, user_errors
+from cli.errors import flow_failed, run_flow, user_errors
 from cli.options import BenchmarkOption, DatabaseUrl, Sets
 from cli.preflight import check_launch, eval_preflight, train_preflight
 from rl.training_modes import modes_help
@@ -105,7 +105,7 @@ def eval_cmd(
 
     try:
         ensure_warm_start(sft_cfg, database_url)
-        result = evaluate(cfg, database_url=database_url)
+        result = run_flow(evaluate, cfg, database_url=database_url)  # a failure names its flow run for hs rerun
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; rows already written are kept
         flow_failed("evaluation", exc)
     views.print_metrics(console(), cfg, result)
@@ -125,6 +125,7 @@ def sft_cmd(
     """Warm-start the policy on protocol demonstrations; prints the checkpoint name to evaluate."""
     from cli.checks import check_training_split, open_database
     from configs.schema import SftConfig, load_config
+    from tasks.sft import sft_run_id
 
     overrides = {
         "env.benchmark": benchmark and known_benchmark(benchmark),
@@ -134,6 +135,7 @@ def sft_cmd(
         "tiers": [t.strip() for t in tiers.split(",")] if tiers else None,
     }
     cfg = load_config(SftConfig, config, overrides, set_)
+    sft_run_id(cfg)  # a run id too long for the database: one line, before Prefect starts
     check_training_split(cfg.env.benchmark, cfg.env.data_dir)
     open_database(database_url, write=True)
     from flows.sft import sft
@@ -216,10 +218,12 @@ def evolve_cmd(
     from cli.checks import check_training_split, open_database
     from configs.schema import EvolveConfig, load_config
     from harness_pool.spec import load_harness
+    from tasks.evolution import evolve_run_id
 
     overrides = {"env.benchmark": benchmark and known_benchmark(benchmark), "rounds": rounds, "pool.version": version}
     cfg = load_config(EvolveConfig, config, overrides, set_)
     load_harness(cfg.harness, cfg.env.benchmark)
+    evolve_run_id(cfg)  # a run id too long for the database: one line, before Prefect starts
     check_training_split(cfg.env.benchmark, cfg.env.data_dir)
     open_database(database_url, write=True)
     from flows.evolve import evolve

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli.errors import flow_failed, user_errors
+from cli.errors import flow_failed, run_flow, user_errors
 from cli.options import DatabaseUrl, Sets
 from cli.preflight import pipeline_preflight
 
@@ -50,7 +50,7 @@ def run_pipeline(path: Path, database_url: str | None, sets: list[str] | None) -
 
         flow, what = pipeline, "pipeline"
     try:
-        result = flow(cfg, database_url=database_url)
+        result = run_flow(flow, cfg, database_url=database_url)  # a failure names its flow run for hs rerun
     except ConfigError:  # found once the pool was evolved (a budget cap): one line, like before the start
         raise
     except Exception as exc:  # noqa: BLE001 - Prefect has logged the traceback; every finished phase and task persists

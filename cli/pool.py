@@ -189,9 +189,11 @@ def pool_report_cmd(
     vs H0 at equal rollouts) and pairwise repair overlap, measured by running the pool."""
     from cli.checks import check_training_split, open_database
     from configs.schema import PoolReportConfig, load_config
+    from tasks.pool_report import report_run_id
 
     overrides = {"version": version, "warm_start": warm_start, "policy.model": model, "n_tasks": n_tasks, "k": k}
     cfg = load_config(PoolReportConfig, None, overrides, set_)
+    report_run_id(cfg)  # a run id too long for the database: one line, before Prefect starts
     load_pool(cfg.version, cfg.env.benchmark, Path(cfg.pool_root))  # an unknown version fails here, in one line
     check_training_split(cfg.env.benchmark, cfg.env.data_dir)
     open_database(database_url, write=True)

@@ -84,12 +84,25 @@ def train_preflight(cfg, database_url: str | None) -> None:
 
 
 def pipeline_preflight(cfg, database_url: str | None) -> None:
-    """Fail in one line, before Prefect starts: database, pool version, harnesses, training and dev data."""
+    """Fail in one line, before Prefect starts: run ids, database, pool version, harnesses, training and dev data."""
     from cli.checks import check_sandbox, check_training_split, open_database
     from envs.registry import benchmark
     from harness_pool.pool_store import load_pool, resolve_pool
     from harness_pool.spec import load_harness
+    from tasks.evaluation import run_id_for
+    from tasks.pipeline import evaluation_configs, pipeline_run_id, training_config
+    from tasks.run_identity import train_run_id
+    from tasks.train_checkpoints import rl_checkpoint_name
 
+    # Run ids too long for the database: one line here (ids a phase derives from what it finds,
+    # such as a baseline's per-harness evaluations, are checked when it makes them).
+    pipeline_run_id(cfg)
+    train_cfg = training_config(cfg, cfg.pool_version)
+    train_id = train_run_id(train_cfg)
+    for evaluation in evaluation_configs(
+        cfg, train_cfg, train_id, rl_checkpoint_name(train_id, train_cfg.updates)
+    ).values():
+        run_id_for(evaluation)
     open_database(database_url, write=True)
     env = cfg.train.env
     check_training_split(env.benchmark, env.data_dir, missing_ok=True)  # built by the pipeline when missing

@@ -50,6 +50,7 @@ def report(
         raise typer.BadParameter("give --run (a pipeline or training run id or name), or a subcommand such as training")
     from analysis.report import build_report, write_report
     from cli.checks import check_output_folder, reading
+    from db.engine import mask_url
 
     check_output_folder(out / "report.md", "the report", "pass --out with a writable folder")
     with reading(database_url) as session:
@@ -60,15 +61,29 @@ def report(
             f"--run {run}",
             *[f"--baseline {b}" for b in baseline or []],
             *[f"--pool-report {p}" for p in pool_report or []],
+            *([f"--database-url {mask_url(database_url)}"] if database_url else []),
             f"--out {out}",
         ]
     )
-    path = write_report(built, out, command)
+    path = write_report(built, out, command, decompress_step(database_url))
     console().print(
         f"wrote {path} ({len(list(out.glob('*.png')))} figures) comparing " + ", ".join(m.label for m in built.methods),
         highlight=False,
         soft_wrap=True,
     )
+
+
+def decompress_step(database_url: str | None) -> str:
+    """`xz -dk FILE.xz` when the report reads a SQLite file kept beside its compressed copy (a
+    committed export such as reports/dbbench-main/rows.db.xz, whose rows.db is not committed)."""
+    from sqlalchemy.engine import make_url
+
+    from db.engine import normalize_url, sqlite_file
+
+    path = sqlite_file(database_url) if database_url else None
+    if path is None or not path.with_name(path.name + ".xz").is_file():
+        return ""
+    return f"xz -dk {make_url(normalize_url(database_url)).database}.xz"
 
 
 @report_app.command("editor")

@@ -291,7 +291,7 @@ def load_config(
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(describe_error(exc, where)) from None
+        raise ConfigError(describe_error(exc, where, model)) from None
 
 
 FROM_KEY = "from"
@@ -329,13 +329,49 @@ def load_config_at(model: type[BaseModel], path: str | Path) -> BaseModel:
     return load_config(model, p)
 
 
-def describe_error(exc: ValidationError, where: str) -> str:
+def describe_error(exc: ValidationError, where: str, model: type[BaseModel] | None = None) -> str:
+    """One line naming the first invalid field and the fix; for an unknown field of ``model``, the
+    nearest known one ("did you mean ...?")."""
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err["loc"]) or "(top level)"
     got = err.get("input")
     got_text = "" if isinstance(got, dict) else f" (got {got!r})"
-    hint = "remove it (unknown field)" if err["type"] == "extra_forbidden" else "fix the value in the YAML or the flag"
+    hint = "fix the value in the YAML or the flag"
+    if err["type"] == "extra_forbidden":
+        hint = "remove it (unknown field)"
+        nearest = _nearest_field(model, err["loc"]) if model is not None else None
+        if nearest:
+            hint = f"unknown field: did you mean '{nearest}'? (or remove it)"
     return f"config error in {where}: field '{field}': {err['msg']}{got_text}; {hint}"
+
+
+def _nearest_field(model: type[BaseModel], loc: tuple) -> str | None:
+    """The dotted path of the known field closest to the unknown one at ``loc``, or None."""
+    import difflib
+
+    node: Any = model
+    for part in loc[:-1]:  # down to the section holding the unknown key
+        node = _section_model(node, part)
+        if node is None:
+            return None
+    names = list(node.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+    return ".".join([*(str(p) for p in loc[:-1]), close[0]]) if close else None
+
+
+def _section_model(node: Any, part: Any) -> type[BaseModel] | None:
+    """The config class of field ``part`` of ``node`` (through Optional / unions), or None."""
+    from typing import get_args
+
+    if not (isinstance(node, type) and issubclass(node, BaseModel)) or part not in node.model_fields:
+        return None
+    pending = [node.model_fields[part].annotation]
+    while pending:
+        candidate = pending.pop()
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+        pending.extend(get_args(candidate))
+    return None
 
 
 class SftConfig(RunConfig):

@@ -4,8 +4,10 @@ The target is migrated to the latest revision first, then every table of the sch
 dependency order (parents before children), in chunks, as upserts keyed by primary key: copying
 twice, or into a database that already holds some of the rows, leaves one copy of each row with
 the source's values. Rows the target has and the source lacks are kept. Column types go through
-SQLAlchemy's own processing (JSON, UTC datetimes), so each backend stores its native form; the
-analysis views are defined by the migrations and need no copying.
+SQLAlchemy's own processing (JSON, UTC datetimes), so each backend stores its native form (NaN and
+infinities in JSON, which PostgreSQL refuses, become null there: db.engine.postgres_json); the
+analysis views are defined by the migrations and need no copying. The copy is one transaction: a
+row the target refuses stops it with a one-line DatabaseError naming the table, nothing written.
 
 With ``runs``, only those runs' rows are copied (a table with a ``run_id`` keeps the rows of those
 runs; turns follow their trajectories), plus every harness and bench task: the export a report
@@ -19,9 +21,10 @@ from collections.abc import Callable
 from sqlalchemy import Select, Table, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
-from db.engine import make_engine, mask_url, normalize_url, upgrade
+from db.engine import DatabaseError, make_engine, mask_url, normalize_url, upgrade
 from db.models import Base
 
 CHUNK_ROWS = 200  # turns carry token lists: keep one chunk's parameters small on both backends
@@ -98,7 +101,10 @@ def copy_database(
                 order = [c for c in table.primary_key.columns]
                 result = reader.execution_options(yield_per=CHUNK_ROWS).execute(query.order_by(*order))
                 for chunk in result.mappings().partitions(CHUNK_ROWS):
-                    upsert_rows(writer, table, [dict(row) for row in chunk])
+                    try:
+                        upsert_rows(writer, table, [dict(row) for row in chunk])
+                    except DBAPIError as exc:
+                        raise _refused(table, target_url, exc) from exc
                     done += len(chunk)
                     if on_rows:
                         on_rows(table.name, done, total)
@@ -109,6 +115,14 @@ def copy_database(
         source.dispose()
         target.dispose()
     return copied
+
+
+def _refused(table: Table, target_url: str, exc: DBAPIError) -> DatabaseError:
+    reason = " ".join(str(exc.orig or exc).strip().splitlines()[0].split())[:200]
+    return DatabaseError(
+        f"{mask_url(target_url)} refused a row of table {table.name} ({reason}); nothing was copied (one "
+        "transaction): fix that row in the source, or copy only the runs you need (--run)"
+    )
 
 
 def count_rows(url: str) -> dict[str, int]:

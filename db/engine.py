@@ -14,6 +14,8 @@ Schema changes go through Alembic (``db/migrations``): ``upgrade()`` from code, 
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import secrets
@@ -134,7 +136,8 @@ def make_engine(url: str | URL | None = None, *, create_folder: bool = True, **k
 
     SQLite: usable from several threads, foreign keys on, WAL journal, 30 s busy timeout; the
     file's folder is created (unless ``create_folder`` is False). PostgreSQL: psycopg 3, 3 s
-    connect timeout, pre-ping. Extra keyword arguments go to :func:`sqlalchemy.create_engine`.
+    connect timeout, pre-ping, JSON written by :func:`postgres_json` (NaN and infinities, which
+    JSONB refuses, are stored as null). Extra keyword arguments go to :func:`sqlalchemy.create_engine`.
     """
     parsed = make_url(normalize_url(url if url is not None else database_url()))
     if parsed.get_backend_name() == "sqlite":
@@ -153,8 +156,28 @@ def make_engine(url: str | URL | None = None, *, create_folder: bool = True, **k
         connect_args = {"connect_timeout": CONNECT_TIMEOUT_S}
         connect_args.update(kwargs.pop("connect_args", {}))
         kwargs.setdefault("pool_pre_ping", True)
+        kwargs.setdefault("json_serializer", postgres_json)
         return create_engine(parsed, connect_args=connect_args, **kwargs)
     return create_engine(parsed, **kwargs)
+
+
+def postgres_json(value: Any) -> str:
+    """JSON text PostgreSQL accepts: NaN, Infinity and -Infinity (which Python's json writes and
+    SQLite keeps, e.g. a bandit's score of an arm never played) become null, as in JavaScript."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 @contextmanager
@@ -224,15 +247,22 @@ _REASONS = (
 )
 
 
-def _one_line_reason(exc: BaseException) -> tuple[str, str]:
+def _one_line_reason(exc: BaseException, option: str | None = None) -> tuple[str, str]:
+    """(reason, fix); the fix names ``option`` (the command's own flag, e.g. --to) when given."""
     original = getattr(exc, "orig", None) or exc
     message = " ".join(str(original).split()) or type(original).__name__
     lowered = message.lower()
     for pattern, reason, fix in _REASONS:
         if pattern in lowered:
             detail = reason or _first_clause(message)
-            return detail, fix.format(env=ENV_DATABASE_URL)
-    return _first_clause(message), f"check the server or set {ENV_DATABASE_URL}"
+            return detail, _name_option(fix, option)
+    return _first_clause(message), _name_option("check the server or set {env}", option)
+
+
+def _name_option(fix: str, option: str | None) -> str:
+    if option is None:
+        return fix.format(env=ENV_DATABASE_URL)
+    return fix.replace("set {env}", "change {env}").format(env=option)
 
 
 def _first_clause(message: str) -> str:
@@ -242,9 +272,18 @@ def _first_clause(message: str) -> str:
     return (tail or message)[:200]
 
 
-def _check_sqlite_file(path: Path, masked: str, must_exist: bool, create_folder: bool) -> None:
+def _check_sqlite_file(
+    path: Path, masked: str, must_exist: bool, create_folder: bool, option: str | None = None
+) -> None:
     """Readers need the file; everyone needs its folder, writable (the WAL journal lives beside it)."""
+    where = option or f"{ENV_DATABASE_URL} / --database-url"
     if must_exist and not path.is_file():
+        compressed = path.with_name(path.name + ".xz")
+        if compressed.is_file():  # a committed export, such as reports/dbbench-main/rows.db.xz
+            raise DatabaseError(
+                f"no trajectory database at {path}, only its compressed copy: decompress it first "
+                f"(xz -dk {compressed}), or point {where} at another database"
+            )
         missing = (
             ""
             if path.parent.is_dir()
@@ -254,8 +293,7 @@ def _check_sqlite_file(path: Path, masked: str, must_exist: bool, create_folder:
         )
         raise DatabaseError(
             f"no trajectory database at {path}{missing}: create one with `hs db upgrade` (commands that "
-            f"record runs, such as `hs eval`, create it too), or point {ENV_DATABASE_URL} / --database-url "
-            "at an existing one"
+            f"record runs, such as `hs eval`, create it too), or point {where} at an existing one"
         )
     problem = folder_problem(path.parent, create=create_folder)
     if problem is not None:
@@ -264,9 +302,8 @@ def _check_sqlite_file(path: Path, masked: str, must_exist: bool, create_folder:
             if path.parent.is_dir()
             else ""
         )
-        raise DatabaseError(
-            f"cannot use {masked}: {problem}, or point --database-url / {ENV_DATABASE_URL} elsewhere{why}"
-        )
+        where = option or f"--database-url / {ENV_DATABASE_URL}"
+        raise DatabaseError(f"cannot use {masked}: {problem}, or point {where} elsewhere{why}")
 
 
 def check_database(
@@ -275,13 +312,15 @@ def check_database(
     *,
     must_exist: bool = False,
     create_folder: bool = True,
+    option: str | None = None,
 ) -> None:
     """Connect and run ``SELECT 1``; raise :class:`DatabaseError` with a one-line fix if not.
 
     Fast: a fresh connection with a ``timeout_s`` connect timeout, no pool. For a SQLite file:
     ``must_exist`` (commands that only read) refuses a missing file instead of creating an empty
     one; ``create_folder`` False refuses a missing folder instead of creating it; the folder must
-    be writable either way (the WAL journal lives beside the file).
+    be writable either way (the WAL journal lives beside the file). ``option`` is the flag the
+    fix names (e.g. ``--to`` for `hs db copy`); default ``HS_DATABASE_URL`` / ``--database-url``.
     """
     raw = normalize_url(url if url is not None else database_url(create_home=False))
     masked = mask_url(raw)
@@ -289,25 +328,25 @@ def check_database(
         parsed = make_url(raw)
     except Exception as exc:
         raise DatabaseError(
-            f"invalid database URL {masked!r}: write HS_DATABASE_URL as "
+            f"invalid database URL {masked!r}: write {option or ENV_DATABASE_URL} as "
             "postgresql://user@host:5432/dbname or sqlite:///path/to/hs.db"
         ) from exc
     path = sqlite_file(parsed)
     if path is not None:
-        _check_sqlite_file(path, masked, must_exist, create_folder)
+        _check_sqlite_file(path, masked, must_exist, create_folder, option)
     connect_args: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
         connect_args["connect_timeout"] = max(1, round(timeout_s))
     try:
         engine = make_engine(parsed, create_folder=create_folder, poolclass=NullPool, connect_args=connect_args)
     except Exception as exc:  # missing driver, or a SQLite folder that cannot be created
-        reason, fix = _one_line_reason(exc)
+        reason, fix = _one_line_reason(exc, option)
         raise DatabaseError(f"cannot open {masked}: {reason}; {fix}") from exc
     try:
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
     except Exception as exc:
-        reason, fix = _one_line_reason(exc)
+        reason, fix = _one_line_reason(exc, option)
         raise DatabaseError(f"cannot reach {masked}: {reason}; {fix}") from exc
     finally:
         engine.dispose()
@@ -323,6 +362,7 @@ __all__ = [
     "make_engine",
     "mask_url",
     "normalize_url",
+    "postgres_json",
     "session_scope",
     "sqlite_file",
     "upgrade",

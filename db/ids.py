@@ -10,6 +10,13 @@ import hashlib
 
 SEPARATOR = "\x1f"  # ASCII unit separator: cannot occur in the readable parts we hash
 ID_LENGTH = 32
+# The longest run id run_id() makes. The columns that hold run ids are wider (db.models.RUN_ID):
+# names derived from a run id, such as "sft-<id>" or the checkpoint "<id>-u<N>", fit there too.
+RUN_ID_MAX = 200
+
+
+class RunIdTooLong(ValueError):
+    """A run id longer than the database holds; the message is one line saying how to shorten it."""
 
 
 def stable_id(*parts: object) -> str:
@@ -36,7 +43,8 @@ def run_id(
     """A run's id (or a checkpoint's name) from its config: ``<cfg.name>[-<tag>]-<hash>``, the
     hash being the first ``digits`` hex chars of ``stable_id(kind, cfg.identity(exclude), *extra)``
     (without the identity when ``identity`` is false: an id derived from another run's id alone).
-    Same config, same run: starting the same command again resumes it.
+    Same config, same run: starting the same command again resumes it. An id longer than
+    ``RUN_ID_MAX`` raises :class:`RunIdTooLong` (one line), before any row is written.
 
     >>> class Cfg:
     ...     name = "eval"
@@ -47,7 +55,18 @@ def run_id(
     """
     parts = (cfg.identity(exclude), *extra) if identity else extra
     prefix = f"{cfg.name}-{tag}" if tag else cfg.name
-    return f"{prefix}-{stable_id(kind, *parts)[:digits]}"
+    made = f"{prefix}-{stable_id(kind, *parts)[:digits]}"
+    if len(made) > RUN_ID_MAX:
+        raise RunIdTooLong(
+            f"run id '{_shown(made)}' is {len(made)} characters, over the {RUN_ID_MAX} the database holds: "
+            f"shorten the run name '{_shown(cfg.name)}' by at least {len(made) - RUN_ID_MAX} characters "
+            "(--set name=..., or the name of the pipeline it belongs to)"
+        )
+    return made
 
 
-__all__ = ["stable_id", "run_id", "ID_LENGTH"]
+def _shown(text: str, width: int = 48) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+__all__ = ["stable_id", "run_id", "ID_LENGTH", "RUN_ID_MAX", "RunIdTooLong"]

@@ -48,9 +48,13 @@ NAMING_CONVENTION = {
 RUN_STATUSES = ("running", "completed", "failed")
 
 # Column widths. Hash ids are 64 hex chars at most (sha256); bench task ids are readable paths
-# such as "dbbench/dev/0007".
+# such as "dbbench/dev/0007". Run ids are readable, "<config name>[-<tag>]-<hash>", at most
+# db.ids.RUN_ID_MAX (200) characters; the columns that hold a run id, or a checkpoint name made
+# from one ("sft-<id>", "<id>-u<N>", "engineer:<checkpoint>", "pool-<benchmark>-<id>"), are RUN_ID
+# wide (migration 0009).
 HASH_ID = 64
 NAME = 200
+RUN_ID = 255
 
 
 def utcnow() -> datetime:
@@ -104,7 +108,7 @@ class Run(Base):
     __tablename__ = "runs"
     __table_args__ = (CheckConstraint("status IN (" + ", ".join(f"'{s}'" for s in RUN_STATUSES) + ")", name="status"),)
 
-    id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
+    id: Mapped[str] = mapped_column(String(RUN_ID), primary_key=True)
     kind: Mapped[str] = mapped_column(String(32), index=True)
     name: Mapped[str] = mapped_column(String(NAME))
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -171,14 +175,14 @@ class RolloutGroup(Base):
     __table_args__ = (Index(None, "run_id", "step"),)
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(Integer, default=0)
     bench_task_id: Mapped[str] = mapped_column(ForeignKey("bench_tasks.id"), index=True)
     harness_id: Mapped[str | None] = mapped_column(ForeignKey("harnesses.id"), index=True)
     seed: Mapped[int] = mapped_column(Integer, default=0)
     k: Mapped[int] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(String(32))
-    checkpoint: Mapped[str] = mapped_column(String(NAME))
+    checkpoint: Mapped[str] = mapped_column(String(RUN_ID))
     n_success: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -209,11 +213,11 @@ class Trajectory(Base):
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
     group_id: Mapped[str] = mapped_column(ForeignKey("rollout_groups.id", ondelete="CASCADE"), index=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     bench_task_id: Mapped[str] = mapped_column(ForeignKey("bench_tasks.id"), index=True)
     harness_id: Mapped[str] = mapped_column(ForeignKey("harnesses.id"), index=True)
     sample_index: Mapped[int] = mapped_column(Integer)
-    checkpoint: Mapped[str] = mapped_column(String(NAME))
+    checkpoint: Mapped[str] = mapped_column(String(RUN_ID))
     reward: Mapped[float] = mapped_column(Float)
     success: Mapped[bool] = mapped_column(Boolean)
     failure_kind: Mapped[str | None] = mapped_column(String(64))
@@ -285,7 +289,7 @@ class Evaluation(Base):
     __tablename__ = "evaluations"
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     benchmark: Mapped[str] = mapped_column(String(64))
     split: Mapped[str] = mapped_column(String(32))
     harness_id: Mapped[str | None] = mapped_column(ForeignKey("harnesses.id"))
@@ -315,10 +319,10 @@ class Checkpoint(Base):
 
     __tablename__ = "checkpoints"
 
-    id: Mapped[str] = mapped_column(String(NAME), primary_key=True)
-    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
+    id: Mapped[str] = mapped_column(String(RUN_ID), primary_key=True)
+    run_id: Mapped[str | None] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="SET NULL"), index=True)
     kind: Mapped[str] = mapped_column(String(32))
-    parent_id: Mapped[str | None] = mapped_column(String(NAME))
+    parent_id: Mapped[str | None] = mapped_column(String(RUN_ID))
     base_model: Mapped[str] = mapped_column(String(NAME))
     path: Mapped[str] = mapped_column(Text)
     step: Mapped[int] = mapped_column(Integer, default=0)
@@ -341,7 +345,7 @@ class TrainStep(Base):
     __tablename__ = "train_steps"
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     step: Mapped[int] = mapped_column(Integer)
     mode: Mapped[str] = mapped_column(String(32))
     metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -368,8 +372,8 @@ class Pool(Base):
     base_harness_id: Mapped[str] = mapped_column(String(HASH_ID))
     path: Mapped[str] = mapped_column(Text)
     members: Mapped[list[Any]] = mapped_column(default=list)
-    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
-    dvc_tag: Mapped[str | None] = mapped_column(String(NAME))
+    run_id: Mapped[str | None] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="SET NULL"))
+    dvc_tag: Mapped[str | None] = mapped_column(String(RUN_ID))  # "pool-<benchmark>-<version>"
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     def __repr__(self) -> str:
@@ -386,7 +390,7 @@ class EvolutionCandidate(Base):
     __tablename__ = "evolution_candidates"
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     round: Mapped[int] = mapped_column(Integer)
     parent_id: Mapped[str] = mapped_column(String(HASH_ID))
     harness_id: Mapped[str | None] = mapped_column(String(HASH_ID))
@@ -416,7 +420,7 @@ class EditorBundle(Base):
     __tablename__ = "editor_bundles"
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     benchmark: Mapped[str] = mapped_column(String(64))
     split: Mapped[str] = mapped_column(String(16))  # train | heldout
     family: Mapped[str] = mapped_column(String(64))
@@ -441,11 +445,11 @@ class EditorPatch(Base):
     __table_args__ = (Index(None, "run_id", "step"),)
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="CASCADE"))
     bundle_id: Mapped[str] = mapped_column(ForeignKey("editor_bundles.id", ondelete="CASCADE"), index=True)
     step: Mapped[int] = mapped_column(Integer, default=0)
     sample_index: Mapped[int] = mapped_column(Integer, default=0)
-    source: Mapped[str] = mapped_column(String(64))  # offline-v<variant> | engineer:<checkpoint> | llm:<model>
+    source: Mapped[str] = mapped_column(String(RUN_ID))  # offline-v<variant> | engineer:<checkpoint> | llm:<model>
     harness_id: Mapped[str | None] = mapped_column(String(HASH_ID))
     status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str | None] = mapped_column(Text)
@@ -471,7 +475,7 @@ class ProfileVersion(Base):
     __table_args__ = (UniqueConstraint("run_id", "harness_id", "version"),)
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     harness_id: Mapped[str] = mapped_column(String(HASH_ID))
     version: Mapped[int] = mapped_column(Integer)
     inducer: Mapped[str] = mapped_column(String(NAME))
@@ -490,7 +494,7 @@ class RouterDecision(Base):
     __tablename__ = "router_decisions"
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(String(RUN_ID), ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     step: Mapped[int] = mapped_column(Integer, default=0)
     bench_task_id: Mapped[str] = mapped_column(String(NAME))
     purpose: Mapped[str] = mapped_column(String(16))  # rescue | rank1

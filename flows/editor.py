@@ -28,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from transformers import AutoTokenizer
 
 from configs.schema import EditorBundlesConfig, EditorSftConfig, EditorTrainConfig
+from flows import artifacts
 from flows.evolve import run_harnesses
 from flows.hooks import mark_failed_on_failure
 from flows.opening import open_run
@@ -37,7 +38,7 @@ from harness_pool.spec import HarnessSpec
 from rl.model_store import resolve_model
 from tasks.editor import SPLITS, bundles_run_id, finish_bundles_run, load_bundles, register_bundles_run, store_bundles
 from tasks.editor_compare import ROLE as ROLE_COMPARE
-from tasks.editor_compare import editor_table, finish_compare_run, register_compare_run, sample_replies
+from tasks.editor_compare import compare_run_id, editor_table, finish_compare_run, register_compare_run, sample_replies
 from tasks.editor_sft import (
     ROLE,
     bundles_config,
@@ -71,7 +72,11 @@ from tasks.sft import register_checkpoint, write_examples
 @flow(
     name="editor-bundles",
     flow_run_name="editor-bundles-{config.name}",
-    on_failure=[mark_failed_on_failure(EditorBundlesConfig, bundles_run_id)],
+    on_failure=[
+        mark_failed_on_failure(EditorBundlesConfig, bundles_run_id),
+        artifacts.failure_artifact(EditorBundlesConfig, bundles_run_id),
+    ],
+    on_crashed=[artifacts.failure_artifact(EditorBundlesConfig, bundles_run_id)],
 )
 def editor_bundles(config: EditorBundlesConfig, database_url: str | None = None) -> dict:
     cfg = config
@@ -91,13 +96,18 @@ def editor_bundles(config: EditorBundlesConfig, database_url: str | None = None)
         summary[split] = {"tasks": len(task_ids), "failed_tasks": failed, "bundles": ids}
         logger.info("%s: %d tasks, %d never solved, %d bundles", split, len(task_ids), failed, len(ids))
     finish_bundles_run(run["run_id"], summary, database_url)
+    artifacts.publish_editor("bundles", summary)
     return summary
 
 
 @flow(
     name="editor-sft",
     flow_run_name="editor-sft-{config.name}",
-    on_failure=[mark_failed_on_failure(EditorSftConfig, editor_sft_run_id)],
+    on_failure=[
+        mark_failed_on_failure(EditorSftConfig, editor_sft_run_id),
+        artifacts.failure_artifact(EditorSftConfig, editor_sft_run_id),
+    ],
+    on_crashed=[artifacts.failure_artifact(EditorSftConfig, editor_sft_run_id)],
 )
 def editor_sft(config: EditorSftConfig, database_url: str | None = None) -> dict:
     """Cold start: for every training bundle, offline-operator patches; the frozen target re-runs
@@ -149,7 +159,7 @@ def editor_sft(config: EditorSftConfig, database_url: str | None = None) -> dict
     demos_path = write_examples([engineer_example(tokenizer, b, p) for b, p in demos], path)
     meta = train_engineer(cfg, demos_path, run_id)
     register_checkpoint(meta, database_url)
-    return {
+    result = {
         "run_id": run_id,
         "bundles_run_id": bundle_run["run_id"],
         "bundles": len(bundles),
@@ -159,12 +169,18 @@ def editor_sft(config: EditorSftConfig, database_url: str | None = None) -> dict
         "heldout_loss_before": meta["heldout_loss_before"],
         "heldout_loss_after": meta["heldout_loss_after"],
     }
+    artifacts.publish_editor("sft", result)
+    return result
 
 
 @flow(
     name="editor-train",
     flow_run_name="editor-train-{config.name}",
-    on_failure=[mark_failed_on_failure(EditorTrainConfig, editor_train_run_id)],
+    on_failure=[
+        mark_failed_on_failure(EditorTrainConfig, editor_train_run_id),
+        artifacts.failure_artifact(EditorTrainConfig, editor_train_run_id),
+    ],
+    on_crashed=[artifacts.failure_artifact(EditorTrainConfig, editor_train_run_id)],
 )
 def editor_train(config: EditorTrainConfig, database_url: str | None = None) -> dict:
     """GRPO for the engineer: for each update, a batch of training bundles; G sampled patches per
@@ -230,14 +246,21 @@ def editor_train(config: EditorTrainConfig, database_url: str | None = None) -> 
     meta = save_engineer(cfg, run_id)  # a finished run's checkpoint is kept, not saved again
     register_checkpoint(meta, database_url)
     drop_engineer(run_id)
-    return {"run_id": run_id, "checkpoint": meta["name"], "updates": cfg.updates, "history": history}
+    result = {"run_id": run_id, "checkpoint": meta["name"], "updates": cfg.updates, "history": history}
+    artifacts.publish_editor("train", result)
+    return result
 
 
 def _rerun_tasks(bundle) -> list[str]:
     return sorted(set(bundle.failing_tasks) | set(bundle.controls))
 
 
-@flow(name="editor-compare", flow_run_name="editor-compare-{config.name}")
+@flow(
+    name="editor-compare",
+    flow_run_name="editor-compare-{config.name}",
+    on_failure=[artifacts.failure_artifact(EditorTrainConfig, compare_run_id)],
+    on_crashed=[artifacts.failure_artifact(EditorTrainConfig, compare_run_id)],
+)
 def editor_compare(config: EditorTrainConfig, database_url: str | None = None) -> dict:
     """On held-out bundles (never trained on): the offline operators' patches, G patches of the
     SFT-only engineer and G of the GRPO engineer (and the LLM editor's when the cold start has
@@ -294,4 +317,5 @@ def editor_compare(config: EditorTrainConfig, database_url: str | None = None) -
     record_patches(run_id, rows, database_url)
     table = editor_table(run_id, database_url)
     finish_compare_run(run_id, table, database_url)
+    artifacts.publish_editor("compare", table)
     return table

@@ -19,6 +19,7 @@ from prefect.futures import as_completed
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import EvalConfig
+from flows import artifacts
 from flows.hooks import mark_failed_on_failure
 from flows.opening import open_run
 from tasks.evaluation import (
@@ -46,7 +47,8 @@ def _progress() -> Progress:
 @flow(
     name="evaluate",
     flow_run_name="eval-{config.name}-{config.split}",
-    on_failure=[mark_failed_on_failure(EvalConfig, run_id_for)],
+    on_failure=[mark_failed_on_failure(EvalConfig, run_id_for), artifacts.failure_artifact(EvalConfig, run_id_for)],
+    on_crashed=[artifacts.failure_artifact(EvalConfig, run_id_for)],
 )
 def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     cfg = config
@@ -64,7 +66,9 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
             "start the same command again (or hs rerun FLOW_RUN_ID) to run only those groups"
         )
     scores = score_evaluation(cfg, run["run_id"], run["harness_id"], database_url, expected_groups=len(jobs))
-    return {**scores, "workers": fanned["workers"], "rewritten_from_cache": fanned["rewritten"]}
+    result = {**scores, "workers": fanned["workers"], "rewritten_from_cache": fanned["rewritten"]}
+    artifacts.publish_evaluation(cfg, result)  # the Pass@k / Avg@k table on the flow run's page
+    return result
 
 
 @flow(name="rollout-groups", flow_run_name="groups-{config.name}")

@@ -28,6 +28,7 @@ from prefect.futures import wait
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from configs.schema import EvolveConfig
+from flows import artifacts
 from flows.hooks import mark_failed_on_failure
 from flows.opening import open_run
 from harness_pool.selection import greedy_cover
@@ -59,7 +60,11 @@ def run_harnesses(
 @flow(
     name="evolve",
     flow_run_name="evolve-{config.name}",
-    on_failure=[mark_failed_on_failure(EvolveConfig, evolve_run_id)],
+    on_failure=[
+        mark_failed_on_failure(EvolveConfig, evolve_run_id),
+        artifacts.failure_artifact(EvolveConfig, evolve_run_id),
+    ],
+    on_crashed=[artifacts.failure_artifact(EvolveConfig, evolve_run_id)],
 )
 def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
     cfg = config
@@ -124,7 +129,9 @@ def evolve(config: EvolveConfig, database_url: str | None = None) -> dict:
             else:  # keep the parents: the next round's editor tries other operator variants
                 logger.info("round %d gave no valid child: the parents stay for round %d", rnd, rnd + 1)
     frozen = freeze(cfg, run_id, h0, pool, database_url)
-    return {"run_id": run_id, "rounds": rounds, **frozen}
+    result = {"run_id": run_id, "rounds": rounds, **frozen}
+    artifacts.publish_evolution(result)
+    return result
 
 
 def _id(spec: dict) -> str:

@@ -23,11 +23,18 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from configs.pipeline import PipelineConfig
+from flows import artifacts
 from flows.evaluate import evaluate
 from flows.evolve import evolve
 from flows.train import train
 from tasks.budget import hold_to_budget
-from tasks.pipeline import ensure_training_split, evaluation_configs, record_results, training_config
+from tasks.pipeline import (
+    ensure_training_split,
+    evaluation_configs,
+    pipeline_run_id,
+    record_results,
+    training_config,
+)
 
 
 def evolve_pool(cfg: PipelineConfig, database_url: str | None, track_with_dvc: bool = True) -> dict:
@@ -52,7 +59,12 @@ def evaluate_policy(cfg: PipelineConfig, pool_version: str | None, trained: dict
     }
 
 
-@flow(name="pipeline", flow_run_name="pipeline-{config.name}")
+@flow(
+    name="pipeline",
+    flow_run_name="pipeline-{config.name}",
+    on_failure=[artifacts.failure_artifact(PipelineConfig, pipeline_run_id)],
+    on_crashed=[artifacts.failure_artifact(PipelineConfig, pipeline_run_id)],
+)
 def pipeline(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
@@ -73,6 +85,8 @@ def pipeline(config: PipelineConfig, database_url: str | None = None) -> dict:
             cfg.evaluate.k,
             result["overall"]["avg"]["mean"],
         )
-    return record_results(
+    results = record_results(
         cfg, pool_version, trained["run_id"], trained["checkpoint"], evaluations, database_url, flow_run.get_id()
     )
+    artifacts.publish_results(cfg.name, pipeline_run_id(cfg), results)  # the results table, the intervals
+    return results

@@ -14,12 +14,18 @@ from prefect import flow
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from configs.schema import PoolReportConfig
+from flows import artifacts
 from flows.evolve import run_harnesses
 from flows.opening import open_run
-from tasks.pool_report import register_pool_report, summarise_pool
+from tasks.pool_report import register_pool_report, report_run_id, summarise_pool
 
 
-@flow(name="pool-report", flow_run_name="pool-report-{config.version}")
+@flow(
+    name="pool-report",
+    flow_run_name="pool-report-{config.version}",
+    on_failure=[artifacts.failure_artifact(PoolReportConfig, report_run_id)],
+    on_crashed=[artifacts.failure_artifact(PoolReportConfig, report_run_id)],
+)
 def pool_report(config: PoolReportConfig, database_url: str | None = None) -> dict:
     cfg = config
     run = open_run(cfg, register_pool_report, database_url, warm_start=True)  # warm start, run row, owner
@@ -32,4 +38,6 @@ def pool_report(config: PoolReportConfig, database_url: str | None = None) -> di
         results = run_harnesses(
             cfg, jobs, run["run_id"], database_url, bar, bar.add_task("harness runs", total=len(jobs))
         )
-    return summarise_pool(cfg, run["run_id"], results[0], results[1:], database_url)
+    result = summarise_pool(cfg, run["run_id"], results[0], results[1:], database_url)
+    artifacts.publish_pool_report(result)
+    return result

@@ -21,6 +21,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 
 from configs.schema import SftConfig
+from flows import artifacts
 from flows.ownership import register_and_claim
 from tasks.sft import (
     checkpoint_name,
@@ -28,11 +29,17 @@ from tasks.sft import (
     record_existing_checkpoint,
     register_checkpoint,
     register_sft_run,
+    sft_run_id,
     train_checkpoint,
 )
 
 
-@flow(name="sft", flow_run_name="sft-{config.name}")
+@flow(
+    name="sft",
+    flow_run_name="sft-{config.name}",
+    on_failure=[artifacts.failure_artifact(SftConfig, sft_run_id)],
+    on_crashed=[artifacts.failure_artifact(SftConfig, sft_run_id)],
+)
 def sft(config: SftConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
@@ -48,7 +55,7 @@ def sft(config: SftConfig, database_url: str | None = None) -> dict:
     )
     meta = train_checkpoint(cfg, demos["path"], run_id)
     register_checkpoint(meta, database_url)
-    return {
+    result = {
         "checkpoint": meta["name"],
         "path": meta.get("path"),
         "demonstrations": demos["n_examples"],
@@ -57,6 +64,8 @@ def sft(config: SftConfig, database_url: str | None = None) -> dict:
         "heldout_loss_after": meta["heldout_loss_after"],
         "run_id": run_id,
     }
+    artifacts.publish_sft(result)
+    return result
 
 
 def ensure_warm_start(sft_cfg: SftConfig | None, database_url: str | None) -> None:

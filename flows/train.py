@@ -31,6 +31,7 @@ from prefect import flow, get_run_logger
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from configs.schema import TrainConfig
+from flows import artifacts
 from flows.hooks import mark_failed_on_failure
 from flows.opening import open_run
 from tasks.reanchor import paired_validation
@@ -71,7 +72,11 @@ def reanchor(config: TrainConfig, run: RunContext, step: int, database_url: str 
 @flow(
     name="train",
     flow_run_name="train-{config.name}-{config.mode}",
-    on_failure=[mark_failed_on_failure(TrainConfig, train_run_id)],
+    on_failure=[
+        mark_failed_on_failure(TrainConfig, train_run_id),
+        artifacts.failure_artifact(TrainConfig, train_run_id),
+    ],
+    on_crashed=[artifacts.failure_artifact(TrainConfig, train_run_id)],
 )
 def train(config: TrainConfig, database_url: str | None = None) -> dict:
     cfg = config
@@ -90,6 +95,7 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
         len(run.train_task_ids),
         cfg.mode,
     )
+    published = artifacts.TrainingProgress(run_id, start, cfg.updates)  # the UI's progress bar
     with _progress() as bar:
         bar_id = bar.add_task("updates", total=cfg.updates, completed=start, valid=0.0, rescue=0.0)
         for step in range(start, cfg.updates):
@@ -110,6 +116,7 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
             update = update_policy(cfg, run_id, step, [*groups.trained, *replayed])  # advantages, one clipped update
             signals = record_step(cfg, run_id, step, groups, dead, update, reanchored, database_url, replayed)
             save_progress(cfg, run_id, step, database_url)  # trainer state + this step's rows, for resume
+            published.advance(step + 1)
             bar.update(
                 bar_id,
                 completed=step + 1,
@@ -121,4 +128,6 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
     checkpoint = final_checkpoint(cfg, run_id, updates, database_url)
     summary = finish_train_run(cfg, run_id, final_reanchor, database_url, updates)
     release_handle(run_id)  # the trained weights live on as the registry checkpoint; free model and optimizer
-    return {**summary, "final_reanchor": final_reanchor, "checkpoint": checkpoint}
+    result = {**summary, "final_reanchor": final_reanchor, "checkpoint": checkpoint}
+    artifacts.publish_training(cfg, result, published)  # the per-update table
+    return result

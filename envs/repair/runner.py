@@ -88,7 +88,11 @@ def main() -> None:
     repo, channel, tests = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     os.set_inheritable(channel, False)
     os.chdir(repo)
-    os.environ.update({"HOME": SCRATCH, "TMPDIR": SCRATCH, "PYTHONHASHSEED": "0"})
+    # no plugin of this interpreter's site-packages loads itself into the project's tests (anyio's
+    # imports trio when it is installed, and trio's ctypes load is refused by the guard below)
+    os.environ.update(
+        {"HOME": SCRATCH, "TMPDIR": SCRATCH, "PYTHONHASHSEED": "0", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    )
     sys.path.insert(0, repo)
     import pytest
 

@@ -23,14 +23,20 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from configs.pipeline import PipelineConfig
+from flows import artifacts
 from flows.baselines.search import harness_search, search_record, searched_pool
 from flows.evaluate import evaluate
 from tasks.baselines import deployment_configs, rollout_budget
-from tasks.pipeline import record_results
+from tasks.pipeline import pipeline_run_id, record_results
 from tasks.run_identity import init_checkpoint
 
 
-@flow(name="frozen-evolution", flow_run_name="frozen-evolution-{config.name}")
+@flow(
+    name="frozen-evolution",
+    flow_run_name="frozen-evolution-{config.name}",
+    on_failure=[artifacts.failure_artifact(PipelineConfig, pipeline_run_id)],
+    on_crashed=[artifacts.failure_artifact(PipelineConfig, pipeline_run_id)],
+)
 def frozen_evolution(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
     pool_version, train_cfg = searched_pool(cfg, database_url)  # evolved now with `evolve:`, else frozen
@@ -45,4 +51,6 @@ def frozen_evolution(config: PipelineConfig, database_url: str | None = None) ->
         "search": search_record(found, train_cfg),
         "budget": rollout_budget(pool_version, cfg.train.env.benchmark, list(found["runs"].values()), database_url),
     }
-    return record_results(cfg, pool_version, None, start, evaluations, database_url, flow_run.get_id(), extra)
+    record = record_results(cfg, pool_version, None, start, evaluations, database_url, flow_run.get_id(), extra)
+    artifacts.publish_results(cfg.name, pipeline_run_id(cfg), record)
+    return record

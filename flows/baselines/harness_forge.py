@@ -26,6 +26,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from configs.pipeline import PipelineConfig
+from flows import artifacts
 from flows.baselines.search import harness_search, search_record, searched_pool
 from flows.evaluate import evaluate
 from harness_pool.selection import ranked_harnesses
@@ -37,11 +38,16 @@ from tasks.baselines import (
     round_tasks,
     selection_configs,
 )
-from tasks.pipeline import record_results
+from tasks.pipeline import pipeline_run_id, record_results
 from tasks.run_identity import init_checkpoint
 
 
-@flow(name="harness-forge", flow_run_name="harness-forge-{config.name}")
+@flow(
+    name="harness-forge",
+    flow_run_name="harness-forge-{config.name}",
+    on_failure=[artifacts.failure_artifact(PipelineConfig, pipeline_run_id)],
+    on_crashed=[artifacts.failure_artifact(PipelineConfig, pipeline_run_id)],
+)
 def harness_forge(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
@@ -78,4 +84,5 @@ def harness_forge(config: PipelineConfig, database_url: str | None = None) -> di
     record = record_results(
         cfg, pool_version, None, pairs[best]["checkpoint"], evaluations, database_url, flow_run.get_id(), extra
     )
+    artifacts.publish_results(cfg.name, pipeline_run_id(cfg), record)
     return record

@@ -28,16 +28,22 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from configs.pipeline import PipelineConfig
+from flows import artifacts
 from flows.evaluate import evaluate
 from flows.evolve import evolve
 from flows.opening import open_baseline
 from flows.train import train
 from tasks.baselines import coupled_budget, round_evolution, segment_config, segment_updates
-from tasks.pipeline import ensure_training_split, evaluation_configs, record_results, training_config
+from tasks.pipeline import ensure_training_split, evaluation_configs, pipeline_run_id, record_results, training_config
 from tasks.run_identity import init_checkpoint
 
 
-@flow(name="harnessx", flow_run_name="harnessx-{config.name}")
+@flow(
+    name="harnessx",
+    flow_run_name="harnessx-{config.name}",
+    on_failure=[artifacts.failure_artifact(PipelineConfig, pipeline_run_id)],
+    on_crashed=[artifacts.failure_artifact(PipelineConfig, pipeline_run_id)],
+)
 def harnessx(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
@@ -72,4 +78,6 @@ def harnessx(config: PipelineConfig, database_url: str | None = None) -> dict:
         "pools": pools,
         "budget": coupled_budget(evolutions, segments, database_url),
     }
-    return record_results(cfg, None, segments[-1], policy, evaluations, database_url, flow_run.get_id(), extra)
+    record = record_results(cfg, None, segments[-1], policy, evaluations, database_url, flow_run.get_id(), extra)
+    artifacts.publish_results(cfg.name, pipeline_run_id(cfg), record)
+    return record

@@ -30,14 +30,20 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from configs.pipeline import PipelineConfig
+from flows import artifacts
 from flows.baselines.search import harness_search, search_record, searched_pool
 from flows.evaluate import evaluate
 from tasks.baselines import collect_configs, deployment_configs, rft_checkpoint, rollout_budget, round_tasks
-from tasks.pipeline import record_results
+from tasks.pipeline import pipeline_run_id, record_results
 from tasks.run_identity import init_checkpoint
 
 
-@flow(name="whale", flow_run_name="whale-{config.name}")
+@flow(
+    name="whale",
+    flow_run_name="whale-{config.name}",
+    on_failure=[artifacts.failure_artifact(PipelineConfig, pipeline_run_id)],
+    on_crashed=[artifacts.failure_artifact(PipelineConfig, pipeline_run_id)],
+)
 def whale(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
@@ -77,4 +83,6 @@ def whale(config: PipelineConfig, database_url: str | None = None) -> dict:
             finetuned,
         ),
     }
-    return record_results(cfg, pool_version, None, policy, evaluations, database_url, flow_run.get_id(), extra)
+    record = record_results(cfg, pool_version, None, policy, evaluations, database_url, flow_run.get_id(), extra)
+    artifacts.publish_results(cfg.name, pipeline_run_id(cfg), record)
+    return record

@@ -323,3 +323,24 @@ def test_model_written_code_without_a_sandbox_is_refused_in_one_line(tmp_path, m
         assert "bubblewrap" in text and "HS_SANDBOX=none" in text
     finally:
         jail._bwrap_problem.cache_clear()
+
+
+def test_a_run_id_too_long_for_the_database_is_refused_before_any_flow(tmp_path):
+    from db.ids import RUN_ID_MAX
+
+    url = f"sqlite:///{tmp_path / 'hs.db'}"
+    long_name = "n" * RUN_ID_MAX
+    text = _one_line_error(
+        runner.invoke(app, ["eval", "--limit", "1", "--database-url", url, "--set", f"name={long_name}"])
+    )
+    assert f"over the {RUN_ID_MAX} the database holds" in text and "--set name=" in text
+    text = _one_line_error(runner.invoke(app, ["quickstart", "--database-url", url, "--set", f"name={long_name}"]))
+    assert f"over the {RUN_ID_MAX} the database holds" in text
+    assert not (tmp_path / "hs.db").exists()  # refused before the database was touched
+
+
+def test_an_unknown_set_key_suggests_the_nearest_field(tmp_path):
+    text = _one_line_error(runner.invoke(app, ["eval", "--set", "sampling.temprature=0.5"]))
+    assert "'sampling.temprature'" in text and "did you mean 'sampling.temperature'?" in text
+    text = _one_line_error(runner.invoke(app, ["run", "configs/quickstart.yaml", "--set", "train.updats=3"]))
+    assert "did you mean 'train.updates'?" in text

@@ -62,3 +62,32 @@ def test_report_training_side_by_side(tmp_path):
     assert "48" in hs_line and "2: 0.25" in hs_line
     missing = runner.invoke(app, ["report", "training", "nope", "--database-url", url])
     assert missing.exit_code == 2 and "no run 'nope'" in missing.output
+
+
+def test_the_reproduce_line_works_as_written_on_a_fresh_checkout(tmp_path, monkeypatch):
+    """report.md's 'Reproduce' line names the database it read and, for an export kept compressed
+    beside it (reports/dbbench-main/rows.db.xz), the step that decompresses it."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "handbuilt_db", Path(__file__).parents[1] / "analysis" / "handbuilt_db.py"
+    )
+    handbuilt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(handbuilt)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "export").mkdir()
+    url = "sqlite:///export/rows.db"
+    upgrade(url)
+    with session_scope(make_engine(url)) as s:
+        handbuilt.build(s)
+    args = ["report", "--run", "pipe-hs", "--baseline", "compare-grpo", "--database-url", url, "--out", "out"]
+    command = "hs report --run pipe-hs --baseline compare-grpo --database-url sqlite:///export/rows.db --out out"
+
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert (tmp_path / "out" / "report.md").read_text().split("\n")[2] == f"Reproduce: `{command}`"
+    (tmp_path / "export" / "rows.db.xz").write_bytes(b"")  # committed compressed, as reports/dbbench-main
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert (tmp_path / "out" / "report.md").read_text().split("\n")[2] == (
+        f"Reproduce: `xz -dk export/rows.db.xz` (once, on a fresh checkout), then `{command}`"
+    )

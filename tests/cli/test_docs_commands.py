@@ -51,3 +51,29 @@ def test_the_docs_show_commands():
 def test_a_command_shown_in_the_docs_exists(doc, words):
     result = CliRunner().invoke(app, [*words, "--help"])
     assert result.exit_code == 0, f"{doc}: hs {' '.join(words)} --help: {result.output[-500:]}"
+
+
+GUIDE = REPO / "docs" / "guide.md"
+
+
+def test_the_guides_example_run_id_is_the_one_its_first_eval_makes():
+    from configs.schema import EvalConfig, load_config
+    from tasks.evaluation import run_id_for
+
+    text = GUIDE.read_text(encoding="utf-8")
+    assert "hs eval --benchmark dbbench --split dev --harness h0 --k 3 --seeds 3 " in text
+    cfg = load_config(
+        EvalConfig, None, {"env.benchmark": "dbbench", "split": "dev", "harness": "h0", "k": 3, "seeds": 3}
+    )
+    assert f"WHERE t.run_id = '{run_id_for(cfg)}'" in text and f"run {run_id_for(cfg)} · evaluation" in text
+
+
+def test_the_guides_psql_line_and_deployment_names_work_as_written():
+    from flows.registry import FLOWS
+
+    text = GUIDE.read_text(encoding="utf-8")
+    assert 'psql "$HS_DATABASE_URL"' not in text  # psql refuses postgresql+psycopg://
+    assert 'psql "${HS_DATABASE_URL/+psycopg/}"' in text
+    deploy = text[text.index("`hs deploy` registers") :].split("\n\n")[0]
+    named = set(re.findall(r"`([a-z-]+)`", deploy))
+    assert set(FLOWS) <= named and named - set(FLOWS) == {"harness-s"}  # the work pool

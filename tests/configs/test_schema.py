@@ -124,3 +124,28 @@ def test_a_config_from_another_is_that_config_deeply_updated(tmp_path):
     (tmp_path / "broken.yaml").write_text("from: configs/no_such.yaml\n")
     with pytest.raises(ConfigError, match="no_such.yaml not found"):
         load_config(TrainConfig, tmp_path / "broken.yaml")
+
+
+@pytest.mark.parametrize(
+    "item,nearest",
+    [
+        ("sead=3", "seeds"),  # a top-level field
+        ("policy.modle=x", "policy.model"),  # a nested section
+        ("polcy.model=x", "policy"),  # a misspelt section
+        ("router.kindd=fixed", "router.kind"),
+    ],
+)
+def test_an_unknown_set_key_suggests_the_nearest_field(item, nearest):
+    from configs.schema import TrainConfig
+
+    model = TrainConfig if item.startswith("router") else EvalConfig
+    with pytest.raises(ConfigError) as info:
+        load_config(model, None, None, [item])
+    message = str(info.value)
+    assert f"did you mean '{nearest}'?" in message and "remove it" in message and "\n" not in message
+
+
+def test_an_unknown_key_with_no_near_field_is_only_named():
+    with pytest.raises(ConfigError) as info:
+        load_config(EvalConfig, None, None, ["zzzz=1"])
+    assert "did you mean" not in str(info.value) and "remove it (unknown field)" in str(info.value)

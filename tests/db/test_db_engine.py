@@ -129,3 +129,20 @@ def test_check_database_missing_postgres_database(postgres_url):
         check_database(url)
     message = str(info.value)
     assert "\n" not in message and "does not exist" in message and "HS_DATABASE_URL" in message
+
+
+def test_postgresql_json_stores_non_finite_numbers_as_null():
+    """JSONB refuses NaN and Infinity (a bandit's score of an arm never played); they are stored as
+    null there, everything else as Python's json writes it."""
+    import json
+    import math
+
+    from db.engine import postgres_json
+
+    value = {"scores": {"a": math.inf, "b": 0.5, "c": -math.inf}, "xs": [math.nan, 1, "Infinity"], "n": None}
+    assert json.loads(postgres_json(value)) == {
+        "scores": {"a": None, "b": 0.5, "c": None},
+        "xs": [None, 1, "Infinity"],
+        "n": None,
+    }
+    assert postgres_json({"a": [1.5, "x"]}) == json.dumps({"a": [1.5, "x"]})

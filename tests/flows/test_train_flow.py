@@ -12,7 +12,9 @@ from sqlalchemy import func, select
 from configs.schema import TrainConfig
 from db.engine import make_engine, session_scope
 from db.models import Checkpoint, Evaluation, ProfileVersion, RolloutGroup, RouterDecision, Run, TrainStep, Trajectory
+from flows.artifacts import artifact_key
 from harness_pool.spec import load_harness
+from tests.flows.test_artifacts import artifacts_of
 
 
 def tiny_cfg(tmp_path, **changes) -> TrainConfig:
@@ -272,12 +274,22 @@ def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, tr
     with pytest.raises(BaseException):
         train(cfg, database_url=url)
     assert train_checkpoints.completed_updates(cfg, run_id) == 1
+    (crash,) = artifacts_of(key=artifact_key("train", "failure", run_id))  # how to re-run it, on its page
+    assert "## train crashed" in crash.data and f"`hs rerun {crash.flow_run_id}`" in crash.data
     train_handle.drop_handle(run_id)  # a new process: weights and optimizer come back from disk
     monkeypatch.setattr(TorchTrainer, "update", real_update)
 
-    result = train(cfg, database_url=url)
+    state = train(cfg, database_url=url, return_state=True)
+    result = state.result()
     assert train_checkpoints.completed_updates(cfg, run_id) == 2
     assert [h["step"] for h in result["history"]] == [0, 1]
+    published = {a.key: a for a in artifacts_of(state.state_details.flow_run_id)}
+    assert published[artifact_key("train", run_id, "progress")].data == 100.0  # 1 of 2 when it resumed, then 2
+    table = json.loads(published[artifact_key("train", run_id, "updates")].data)
+    assert [row["step"] for row in table] == [0, 1]
+    assert [row["valid-group ratio"] for row in table] == [
+        f"{h['train/valid_group_ratio']:.3f}" for h in result["history"]
+    ]
     with session_scope(make_engine(url)) as s:
         steps = s.scalars(select(TrainStep).where(TrainStep.run_id == run_id).order_by(TrainStep.step)).all()
         train_ids = [t.id for t in run_identity.task_sets(cfg)[0]]

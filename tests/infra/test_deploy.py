@@ -1,9 +1,10 @@
 """Scheduling from the UI, for real: a `prefect server` on loopback, `hs deploy`, a process worker,
-a flow run created through the server's REST API (what the UI's Run button calls), and its
-trajectories in the database."""
+a flow run created through the server's REST API (what the UI's Run button calls), its result
+table as an artifact on the run's page, and its trajectories in the database."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -126,6 +127,13 @@ def test_deploy_then_trigger_through_the_api_runs_on_a_worker(tmp_path, data_dir
                 break
             time.sleep(3)
         assert state == "COMPLETED", worker_log.read_text()[-3000:]
+        # its result table, as the UI shows it on the flow run's page (flows/artifacts.py)
+        found = httpx.post(
+            f"{api}/artifacts/filter", json={"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}}, timeout=10
+        ).json()
+        (table,) = [a for a in found if a["type"] == "table"]
+        rows = json.loads(table["data"])
+        assert rows[0]["harness"] == "h0" and rows[0]["n tasks"] == 2 and rows[0]["Pass@1 (%)"].endswith(" ± 0.00")
     finally:
         if worker is not None:
             _stop(worker)
