@@ -149,6 +149,14 @@ def create_app(database_url: str) -> Starlette:
                 profiles=queries.profiles_of(s, harness.id),
             )  # fmt: skip
 
+    def compare_runs_page(request: Request) -> HTMLResponse:
+        a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
+        with session_scope(engine) as s:
+            runs = [s.get(Run, a), s.get(Run, b)]
+            if not all(runs):
+                _missing("pair of runs", f"a={a} b={b}")
+            return _page("compare_runs.html", a=runs[0], b=runs[1], paired=queries.paired_runs(s, a, b))
+
     routes = [
         Route("/", runs_page),
         Route("/runs/{run_id}", run_page),
@@ -156,6 +164,7 @@ def create_app(database_url: str) -> Starlette:
         Route("/groups/{group_id}", group_page),
         Route("/trajectories/{trajectory_id}", trajectory_page),
         Route("/compare", compare_page),
+        Route("/compare/runs", compare_runs_page),
         Route("/search", search_page),
         Route("/harnesses", harnesses_page),
         Route("/harnesses/{harness_id}", harness_page),

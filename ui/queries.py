@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from db.models import BenchTask, Harness, RolloutGroup, RouterDecision, Run, TrainStep, Trajectory
@@ -243,3 +243,31 @@ def profiles_of(session: Session, harness_id: str) -> list:
 
     query = select(ProfileVersion).where(ProfileVersion.harness_id == harness_id)
     return list(session.scalars(query.order_by(ProfileVersion.run_id, ProfileVersion.version)))
+
+
+def task_success(session: Session, run_id: str) -> dict[str, float]:
+    """bench task -> the run's success rate on it (every stored trajectory of the run)."""
+    query = (
+        select(Trajectory.bench_task_id, func.avg(case((Trajectory.success, 1.0), else_=0.0)))
+        .where(Trajectory.run_id == run_id)
+        .group_by(Trajectory.bench_task_id)
+    )
+    return {task: float(rate) for task, rate in session.execute(query)}
+
+
+def paired_runs(session: Session, a: str, b: str) -> dict:
+    """Two runs paired task by task: per-task success rates, the mean difference a - b with its
+    paired bootstrap interval, the exact/approximate sign-flip p-value and the report's verdict."""
+    from analysis.statistics import paired_bootstrap, sign_flip_test, verdict
+
+    rates_a, rates_b = task_success(session, a), task_success(session, b)
+    tasks = sorted(set(rates_a) & set(rates_b))
+    rows = [(t, rates_a[t], rates_b[t]) for t in tasks]
+    if not rows:
+        return {"rows": [], "only_a": len(rates_a), "only_b": len(rates_b)}
+    xs, ys = [r[1] for r in rows], [r[2] for r in rows]
+    interval, p = paired_bootstrap(xs, ys), sign_flip_test(xs, ys)
+    return {
+        "rows": rows, "interval": interval, "p": p, "verdict": verdict(interval, p),
+        "only_a": len(rates_a) - len(tasks), "only_b": len(rates_b) - len(tasks),
+    }  # fmt: skip

@@ -183,3 +183,22 @@ def test_in_a_real_browser_from_the_runs_list_to_a_token_view_with_hostile_text_
     assert browser.execute_script("return window.__hs_pwned === undefined")
     browser.get(served + "/runs/no-such-run")
     assert "Not found" in browser.page_source and "no run no-such-run" in browser.page_source
+
+
+def test_two_runs_compared_task_by_task_with_the_reports_interval_and_verdict(explorer_db):
+    with session_scope(make_engine(explorer_db)) as s:
+        s.add(Run(id="other", kind="eval", name="o", status="completed", config={}))
+        s.flush()
+        group = RolloutGroup(id="g-other", run_id="other", step=0, bench_task_id="dbbench/train/0001",
+                             harness_id="h0id", k=1, role="eval", checkpoint="c", n_success=1)  # fmt: skip
+        s.add(group)
+        s.flush()
+        other = _trajectory(group, 0, True, "h0id", "ok")
+        other.run_id = "other"
+        s.add(other)
+    client = TestClient(create_app(explorer_db))
+    page = client.get(f"/compare/runs?a={RUN}&b=other")
+    # RUN solved 1 of its 4 rollouts of the one shared task, the other run 1 of 1: -0.75 on one task
+    assert page.status_code == 200 and "-0.750 [-0.750, -0.750]" in page.text
+    assert '<strong id="verdict">within noise</strong>' in page.text  # one task: the sign-flip test cannot reject
+    assert client.get(f"/compare/runs?a={RUN}&b=nope").status_code == 404
