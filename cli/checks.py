@@ -25,15 +25,23 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 
+def database_target(url: str | None) -> tuple[str, bool]:
+    """The database a command uses (``url``, else $HS_DATABASE_URL, else .hs/hs.db) and whether it
+    was given explicitly."""
+    from db.engine import ENV_DATABASE_URL, database_url, normalize_url
+
+    explicit = (url or os.environ.get(ENV_DATABASE_URL, "")).strip()
+    return (normalize_url(explicit) if explicit else database_url(create_home=False)), bool(explicit)
+
+
 def open_database(url: str | None, *, write: bool, option: str | None = None) -> str:
     """Check the database a command uses (``url``, else $HS_DATABASE_URL, else .hs/hs.db) and mark
     runs abandoned by a dead process crashed; returns the URL. Raises DatabaseError (one line);
     its fix names ``option``, the command's flag for ``url``, when the command has no --database-url."""
-    from db.engine import ENV_DATABASE_URL, check_database, database_url, normalize_url
+    from db.engine import check_database
     from flows.ownership import reap_abandoned_runs
 
-    explicit = (url or os.environ.get(ENV_DATABASE_URL, "")).strip()
-    target = normalize_url(explicit) if explicit else database_url(create_home=False)  # made below if allowed
+    target, explicit = database_target(url)  # the default's folder is made below if allowed
     check_database(target, must_exist=not write, create_folder=write and not explicit, option=option)
     console = Console(stderr=True)
     for note in reap_abandoned_runs(target):

@@ -18,16 +18,23 @@ def ui_cmd(
     ] = None,
 ):
     """Browse runs, updates, groups and trajectories in the browser (read-only)."""
-    import os
+    import socket
 
     import uvicorn
 
-    from db.engine import ENV_DATABASE_URL, check_database, mask_url, normalize_url
-    from db.engine import database_url as default_url
+    from cli.checks import database_target
+    from configs.schema import ConfigError
+    from db.engine import check_database, mask_url
     from ui.app import create_app
 
-    explicit = (database_url or os.environ.get(ENV_DATABASE_URL, "")).strip()
-    url = normalize_url(explicit) if explicit else default_url(create_home=False)
+    url, _ = database_target(database_url)
     check_database(url, must_exist=True, create_folder=False)
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot serve on {host}:{port} ({exc.strerror}): pass another --port or --host"
+            ) from None
     typer.echo(f"harness-s explorer on http://{host}:{port}/ (database {mask_url(url)}, read-only); Ctrl-C stops it")
     uvicorn.run(create_app(url), host=host, port=port, log_level="warning")

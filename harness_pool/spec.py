@@ -19,7 +19,8 @@ import re2
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from envs.registry import DEFAULT_BENCHMARK
+from envs.registry import DEFAULT_BENCHMARK, check_name, parser
+from envs.registry import benchmark as registered
 from harness_pool.sandbox import LIMITS, SandboxError, check_hook_source, template_problem
 
 HookPoint = Literal["on_init", "before_model_call", "before_action", "after_step"]
@@ -53,8 +54,6 @@ class ToolView(_Frozen):
     @field_validator("protocol")
     @classmethod
     def _known_protocol(cls, protocol: str) -> str:
-        from envs.registry import parser
-
         parser(protocol)  # ValueError: unknown tool-view protocol '...': use one of ...
         return protocol
 
@@ -227,8 +226,6 @@ class HarnessSpec(_Frozen):
     @field_validator("benchmark")
     @classmethod
     def _known_benchmark(cls, name: str) -> str:
-        from envs.registry import check_name
-
         return check_name(name)
 
     @model_validator(mode="after")
@@ -315,8 +312,6 @@ BUILTIN_DIR = Path(__file__).parent / "harnesses"
 
 def load_harness(name_or_path: str | Path, benchmark: str = DEFAULT_BENCHMARK) -> HarnessSpec:
     """Load a harness by built-in name (e.g. 'h0') or by path to a YAML file."""
-    from envs.registry import benchmark as registered
-
     path = Path(name_or_path)
     folder = registered(benchmark).harness_dir
     if not path.suffix:

@@ -72,7 +72,7 @@ def register_evolution(cfg: EvolveConfig, database_url: str | None, prefect_flow
 
 
 # -- facts for diagnosis ---------------------------------------------------------------------
-def rule_cause(result: RolloutResult, the_task, trajectory_id: str) -> str | None:
+def rule_cause(result: RolloutResult, the_task) -> str | None:
     """The rule root cause of one rollout, by its benchmark's diagnosis rules; None for an env_error
     episode (its environment raised: nothing a harness edit could fix, so no cluster is built on it)."""
     if result.end_reason == ENV_ERROR:
@@ -108,7 +108,7 @@ def run_harness(
     sampling = Sampling(s.temperature, s.top_p, s.max_new_tokens, seed=int(stable_id(cfg.seed, round, role)[:8], 16))
     results = run_rollouts(get_policy(policy_config(cfg)), specs, env_factory(cfg.env), sampling, cfg.env.max_rounds)
     ids = [trajectory_id(run_id, round, rs.bench_task.id, r, cfg.seed, role) for rs, r in zip(specs, results)]
-    causes = [rule_cause(r, rs.bench_task, tid) for rs, r, tid in zip(specs, results, ids)]
+    causes = [rule_cause(r, rs.bench_task) for rs, r in zip(specs, results)]
     notes = [{}] * len(results)
     if cfg.editor.uses_api and cfg.editor.llm_diagnosis:  # one cap for the whole harness run
         from tasks.llm_editing import llm_causes

@@ -95,19 +95,22 @@ def group_counts(session: Session, run_id: str) -> list[tuple[int, str, int, int
     return [tuple(row) for row in session.execute(query)]
 
 
-def groups(session: Session, run_id: str, step: int | None = None, page: int = 0) -> list[RolloutGroup]:
+def groups(session: Session, run_id: str, step: int | None = None, page: int | None = 0) -> list[RolloutGroup]:
+    """A run's groups (of one step), PAGE at a time (page None: all of them)."""
     query = select(RolloutGroup).where(RolloutGroup.run_id == run_id)
     if step is not None:
         query = query.where(RolloutGroup.step == step)
     query = query.order_by(RolloutGroup.step, RolloutGroup.bench_task_id, RolloutGroup.role)
-    return list(session.scalars(query.offset(page * PAGE).limit(PAGE)))
+    if page is not None:
+        query = query.offset(page * PAGE).limit(PAGE)
+    return list(session.scalars(query))
 
 
 def update_rows(session: Session, run_id: str, step: int) -> list[dict]:
     """An update's groups by task: the first group (dead when it had no success), its rescue group
     when there is one, and the router's decision behind the rescue."""
     by_task: dict[str, dict] = {}
-    for g in groups_of_step(session, run_id, step):
+    for g in groups(session, run_id, step, page=None):
         row = by_task.setdefault(g.bench_task_id, {"task": g.bench_task_id, "first": None, "rescue": None})
         if g.role in FIRST_ROLES:
             row["first"] = g
@@ -131,11 +134,6 @@ def update_rows(session: Session, run_id: str, step: int) -> list[dict]:
         first = row["first"]
         row["dead"] = first is not None and first.n_success == 0
     return sorted(by_task.values(), key=lambda r: r["task"])
-
-
-def groups_of_step(session: Session, run_id: str, step: int) -> list[RolloutGroup]:
-    query = select(RolloutGroup).where(RolloutGroup.run_id == run_id, RolloutGroup.step == step)
-    return list(session.scalars(query.order_by(RolloutGroup.bench_task_id, RolloutGroup.role)))
 
 
 def harness_names(session: Session) -> dict[str, str]:

@@ -202,3 +202,20 @@ def test_two_runs_compared_task_by_task_with_the_reports_interval_and_verdict(ex
     assert page.status_code == 200 and "-0.750 [-0.750, -0.750]" in page.text
     assert '<strong id="verdict">within noise</strong>' in page.text  # one task: the sign-flip test cannot reject
     assert client.get(f"/compare/runs?a={RUN}&b=nope").status_code == 404
+
+
+def test_hs_ui_refuses_a_missing_database_or_a_busy_port_in_one_line(explorer_db, tmp_path):
+    import socket
+
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    missing = CliRunner().invoke(app, ["ui", "--database-url", f"sqlite:///{tmp_path / 'none.db'}"])
+    assert missing.exit_code == 2 and "no trajectory database" in missing.output and "Traceback" not in missing.output
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(app, ["ui", "--database-url", explorer_db, "--port", str(port)])
+    assert result.exit_code == 2 and f"cannot serve on 127.0.0.1:{port}" in result.output
