@@ -1,10 +1,12 @@
-"""Shared fixtures: real data directory, one model load per test session, a Prefect test API."""
+"""Shared fixtures: real data directory, one model load per test session, a Prefect test API,
+empty databases on SQLite and PostgreSQL, a headless system Chromium."""
 
 from __future__ import annotations
 
 import gc
 import os
 import secrets
+import shutil
 import warnings
 from collections.abc import Iterator
 from functools import lru_cache
@@ -114,3 +116,27 @@ def postgres_url() -> Iterator[str]:
 def db_url(request) -> str:
     """The URL of an empty database, once per backend."""
     return request.getfixturevalue(f"{request.param}_url")
+
+
+@pytest.fixture
+def browser():
+    """Debian's chromium driven by its chromium-driver through Selenium, headless."""
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        pytest.skip("no system Chromium: apt-get install chromium chromium-driver (.ci/run does)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()

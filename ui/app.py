@@ -95,6 +95,7 @@ def create_app(database_url: str) -> Starlette:
             return _page(
                 "group.html", group=group, trajectories=queries.trajectories_of(s, group.id),
                 names=queries.harness_names(s), task=queries.task(s, group.bench_task_id),
+                elsewhere=queries.same_task_groups(s, group),
             )  # fmt: skip
 
     def trajectory_page(request: Request) -> HTMLResponse:
@@ -102,7 +103,9 @@ def create_app(database_url: str) -> Starlette:
             traj = s.get(Trajectory, request.path_params["trajectory_id"]) or _missing(
                 "trajectory", request.path_params["trajectory_id"]
             )
-            return _page("trajectory.html", **_trajectory_context(s, traj))
+            return _page(
+                "trajectory.html", elsewhere=queries.same_task_groups(s, traj.group), **_trajectory_context(s, traj)
+            )
 
     def compare_page(request: Request) -> HTMLResponse:
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")

@@ -145,6 +145,29 @@ def trajectories_of(session: Session, group_id: str) -> list[Trajectory]:
     return list(session.scalars(query))
 
 
+def same_task_groups(session: Session, group: RolloutGroup, limit: int = 30) -> list[dict]:
+    """Other groups of the group's task, in any run (another harness, before or after training,
+    another method), each with its run's kind and method: what the compare page pairs it with."""
+    query = (
+        select(RolloutGroup, Run)
+        .join(Run, Run.id == RolloutGroup.run_id)
+        .where(RolloutGroup.bench_task_id == group.bench_task_id, RolloutGroup.id != group.id)
+        .order_by(
+            case((RolloutGroup.run_id == group.run_id, 0), else_=1),  # this run's own groups first
+            Run.created_at,
+            RolloutGroup.step,
+            RolloutGroup.role,
+            RolloutGroup.id,
+        )
+        .limit(limit)
+    )
+    out = []
+    for other, run in session.execute(query):
+        same_run = other.run_id == group.run_id
+        out.append({"group": other, "run": run, "method": method_of(run), "same_run": same_run})
+    return out
+
+
 def task(session: Session, task_id: str) -> BenchTask | None:
     return session.get(BenchTask, task_id)
 

@@ -3,6 +3,12 @@ frozen pool, train, evaluate before/after/Rank-1; a second call skips all finish
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 from sqlalchemy import func, select
 
@@ -13,6 +19,8 @@ from db.engine import make_engine, session_scope
 from db.models import Evaluation, RouterDecision, Run, Trajectory
 from harness_pool.pool_store import load_pool
 from harness_pool.spec import load_harness
+
+HS = str(Path(sys.executable).parent / "hs")
 
 
 def tiny_pipeline(tmp_path, **changes) -> PipelineConfig:
@@ -66,17 +74,26 @@ def test_pipeline_config_errors_are_one_line(tmp_path):
         load_config(PipelineConfig, "configs/quickstart.yaml", sets=["train.from=configs/missing.yaml"])
 
 
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory, train_dir, prefect_api) -> dict:
+    """One tiny real pipeline (train 1 update, evaluate every label) in a module-wide folder."""
+    from flows.pipeline import pipeline
+
+    tmp_path = tmp_path_factory.mktemp("pipeline")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+        cfg = tiny_pipeline(tmp_path)
+        url = f"sqlite:///{tmp_path / 'hs.db'}"
+        return {"tmp_path": tmp_path, "cfg": cfg, "url": url, "result": pipeline(cfg, database_url=url)}
+
+
 @pytest.mark.slow
-def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
-    tmp_path, train_dir, prefect_api, monkeypatch
-):
+def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(pipeline_run, monkeypatch):
     from flows.pipeline import pipeline
     from tasks.pipeline import pipeline_run_id
 
+    tmp_path, cfg, url, result = (pipeline_run[k] for k in ("tmp_path", "cfg", "url", "result"))
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
-    url = f"sqlite:///{tmp_path / 'hs.db'}"
-    cfg = tiny_pipeline(tmp_path)
-    result = pipeline(cfg, database_url=url)
 
     assert list(result["evaluations"]) == ["before", "after", "rank1", "rank1-before", "outside-fc_tools"]
     assert result["checkpoint"] == f"{result['train_run_id']}-u1"
@@ -160,6 +177,65 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(
     rerun = pipeline(cfg, database_url=url)
     assert rollouts and list(rerun["evaluations"]) == list(result["evaluations"])
     assert every_id(url) == expected
+
+
+def _serve(database_url: str) -> tuple[subprocess.Popen, str]:
+    """`hs ui` on a free port, as a user starts it; returns the process and its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [HS, "ui", "--port", str(port), "--database-url", database_url]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and server.poll() is None:
+        with socket.socket() as attempt:
+            if attempt.connect_ex(("127.0.0.1", port)) == 0:
+                return server, f"http://127.0.0.1:{port}"
+        time.sleep(0.2)
+    server.kill()
+    raise AssertionError(f"hs ui did not start: {server.communicate()[0]}")
+
+
+def _walk_to_a_token_view(browser, base: str, train_run_id: str) -> None:
+    """Runs list -> the training run -> its update -> the dead group beside its rescue -> a
+    trajectory of the dead group -> its tokens, each by clicking what the page shows."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(base + "/?kind=train")
+    browser.find_element(By.LINK_TEXT, train_run_id).click()
+    assert "valid-group ratio" in browser.page_source
+    browser.find_element(By.CSS_SELECTOR, "#updates a").click()
+    dead = browser.find_elements(By.CSS_SELECTOR, "tr.dead-row")
+    assert dead, "the tiny run's untrained policy leaves its first H0 group dead"
+    dead[0].find_element(By.CSS_SELECTOR, "a.compare").click()
+    sides = browser.find_elements(By.CSS_SELECTOR, ".side")
+    assert len(sides) == 2 and "h0 group" in sides[0].text and "rescue group" in sides[1].text
+    sides[0].find_element(By.CSS_SELECTOR, "table.trajectories a").click()
+    assert "/trajectories/" in browser.current_url and browser.find_elements(By.CSS_SELECTOR, "pre.reply")
+    browser.find_element(By.CSS_SELECTOR, "details.tokens-box summary").click()
+    tokens = browser.find_elements(By.CSS_SELECTOR, "span.token")
+    assert tokens and {t.get_attribute("class") for t in tokens} <= {"token trained", "token masked"}
+    assert any(not t.text.strip().isdigit() for t in tokens if t.text.strip())  # decoded by the run's tokenizer
+
+
+@pytest.mark.slow
+def test_hs_ui_shows_the_run_a_dead_group_beside_its_rescue_and_tokens_then_the_same_on_postgresql(
+    pipeline_run, browser, postgres_url
+):
+    """The done-when of the explorer: a real run's database in `hs ui` in a real browser, then the
+    same walk after `hs db copy` moved it to PostgreSQL."""
+    train_run_id = pipeline_run["result"]["train_run_id"]
+    for url in (pipeline_run["url"], postgres_url):
+        if url == postgres_url:
+            copy = subprocess.run([HS, "db", "copy", "--from", pipeline_run["url"], "--to", postgres_url],
+                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+            assert copy.returncode == 0, copy.stdout + copy.stderr
+        server, base = _serve(url)
+        try:
+            _walk_to_a_token_view(browser, base, train_run_id)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 @pytest.mark.parametrize("path", ["configs/quickstart.yaml", "configs/pipeline_dbbench_smol.yaml", "params.yaml"])

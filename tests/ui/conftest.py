@@ -1,8 +1,7 @@
-"""A served explorer and a headless system Chromium (Debian's chromium + chromium-driver)."""
+"""The explorer on a free port, served in a thread (the browser fixture is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import threading
 import time
@@ -30,26 +29,3 @@ def served(explorer_db):
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=10)
-
-
-@pytest.fixture
-def browser():
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        pytest.skip("no system Chromium: apt-get install chromium chromium-driver (.ci/run does)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()

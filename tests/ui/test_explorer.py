@@ -185,17 +185,35 @@ def test_in_a_real_browser_from_the_runs_list_to_a_token_view_with_hostile_text_
     assert "Not found" in browser.page_source and "no run no-such-run" in browser.page_source
 
 
-def test_two_runs_compared_task_by_task_with_the_reports_interval_and_verdict(explorer_db):
-    with session_scope(make_engine(explorer_db)) as s:
-        s.add(Run(id="other", kind="eval", name="o", status="completed", config={}))
+def _evaluation(db_url: str, run_id: str, harness: str, success: bool) -> None:
+    """An evaluation run with one group of one rollout on the fixture's task."""
+    with session_scope(make_engine(db_url)) as s:
+        s.add(Run(id=run_id, kind="eval", name=run_id, status="completed", config={"mode": "eval"}))
         s.flush()
-        group = RolloutGroup(id="g-other", run_id="other", step=0, bench_task_id="dbbench/train/0001",
-                             harness_id="h0id", k=1, role="eval", checkpoint="c", n_success=1)  # fmt: skip
+        group = RolloutGroup(id=f"g-{run_id}", run_id=run_id, step=0, bench_task_id="dbbench/train/0001",
+                             harness_id=harness, k=1, role="eval", checkpoint="c", n_success=int(success))  # fmt: skip
         s.add(group)
         s.flush()
-        other = _trajectory(group, 0, True, "h0id", "ok")
-        other.run_id = "other"
-        s.add(other)
+        traj = _trajectory(group, 0, success, harness, "ok")
+        traj.run_id = run_id
+        s.add(traj)
+
+
+def test_the_same_task_under_a_sibling_or_before_training_is_one_click_from_a_group(explorer_db):
+    _evaluation(explorer_db, "before-training", "h0id", False)
+    _evaluation(explorer_db, "under-sibling", "sibid", True)
+    client = TestClient(create_app(explorer_db))
+    for path in ("/groups/g-dead", "/trajectories/g-dead-1"):
+        page = client.get(path)
+        links = re.findall(r'class="compare-link" href="/compare\?a=g-dead&amp;b=([^"]+)"', page.text)
+        assert links == ["g-rescue", "g-before-training", "g-under-sibling"], path  # this run first, then by age
+    side_by_side = client.get("/compare?a=g-dead&b=g-under-sibling")
+    assert side_by_side.status_code == 200 and side_by_side.text.count('class="side"') == 2
+    assert "0/2" in side_by_side.text and "1/1" in side_by_side.text
+
+
+def test_two_runs_compared_task_by_task_with_the_reports_interval_and_verdict(explorer_db):
+    _evaluation(explorer_db, "other", "h0id", True)
     client = TestClient(create_app(explorer_db))
     page = client.get(f"/compare/runs?a={RUN}&b=other")
     # RUN solved 1 of its 4 rollouts of the one shared task, the other run 1 of 1: -0.75 on one task
