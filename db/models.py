@@ -210,6 +210,7 @@ class Trajectory(Base):
     """
 
     __tablename__ = "trajectories"
+    __table_args__ = (Index(None, "created_at", "id"),)  # the explorer's search: newest first, paged
 
     id: Mapped[str] = mapped_column(String(HASH_ID), primary_key=True)
     group_id: Mapped[str] = mapped_column(ForeignKey("rollout_groups.id", ondelete="CASCADE"), index=True)

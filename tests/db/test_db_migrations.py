@@ -23,7 +23,7 @@ def _diff(engine):
 
 def test_migration_matches_models(engine):
     assert _diff(engine) == []
-    assert current_revision(engine) == "0009"
+    assert current_revision(engine) == "0010"
     tables = set(inspect(engine).get_table_names())
     assert set(Base.metadata.tables) <= tables
 
@@ -33,7 +33,7 @@ def test_upgrade_is_idempotent_and_downgrade_reverses(db_url):
     upgrade(db_url)
     engine = make_engine(db_url)
     try:
-        assert current_revision(engine) == "0009"
+        assert current_revision(engine) == "0010"
         from alembic import command
 
         from db.engine import alembic_config
@@ -62,7 +62,7 @@ def test_alembic_cli_with_shipped_ini(tmp_path):
     assert result.returncode == 0, result.stderr
     engine = make_engine(url)
     try:
-        assert current_revision(engine) == "0009"
+        assert current_revision(engine) == "0010"
         assert _diff(engine) == []
     finally:
         engine.dispose()

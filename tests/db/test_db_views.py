@@ -398,7 +398,7 @@ def test_downgrade_drops_the_views_and_upgrade_restores_them(db_url):
         assert "trajectories" in set(inspect(engine).get_table_names())
 
         upgrade(db_url)
-        assert current_revision(engine) == "0009"
+        assert current_revision(engine) == "0010"
         assert _view_names(engine) == VIEWS
     finally:
         engine.dispose()
