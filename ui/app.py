@@ -7,6 +7,7 @@ template, so no script or style sheet comes from outside the package."""
 from __future__ import annotations
 
 import logging
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -57,8 +58,19 @@ def _tokenizer(model: str):
         return None
 
 
+CHOICES_TTL_S = 60.0  # the search form's drop-down choices scan every trajectory: cached this long
+
+
 def create_app(database_url: str) -> Starlette:
     engine = read_only_engine(database_url)
+    cached_choices: dict = {}
+
+    def search_choices(session) -> dict:
+        """The search form's choices, read again at most once a minute (new runs show up then)."""
+        now = time.monotonic()
+        if not cached_choices or now - cached_choices["at"] > CHOICES_TTL_S:
+            cached_choices.update(at=now, value=queries.search_choices(session))
+        return cached_choices["value"]
 
     def runs_page(request: Request) -> HTMLResponse:
         wanted = {k: request.query_params.get(k, "") for k in ("kind", "benchmark", "method", "status")}
@@ -131,7 +143,7 @@ def create_app(database_url: str) -> Starlette:
         with session_scope(engine) as s:
             found = queries.search(s, wanted, page) if any(wanted.values()) else []
             return _page(
-                "search.html", wanted=wanted, found=found, page=page, choices=queries.search_choices(s),
+                "search.html", wanted=wanted, found=found, page=page, choices=search_choices(s),
                 names=queries.harness_names(s), more=len(found) == queries.PAGE,
             )  # fmt: skip
 

@@ -144,19 +144,19 @@ def _sha256(path: Path) -> str:
 
 
 def _download(split: str, target: Path) -> None:
-    """Fetch a pinned split into `target`, atomically, so a half-written file never looks valid."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """Fetch a pinned split into `target`, atomically, so a half-written file never looks valid;
+    folders are made only once the payload is fetched and checked (a failed fetch leaves nothing)."""
     with urllib.request.urlopen(UPSTREAM_URLS[split], timeout=DOWNLOAD_TIMEOUT_S) as response:
         payload = response.read()
-    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, suffix=".part") as tmp:
-        tmp.write(payload)
     actual = hashlib.sha256(payload).hexdigest()
     if actual != PINNED_SHA256[split]:
-        os.unlink(tmp.name)
         raise DataError(
             f"Downloaded DBBench split '{split}' has sha256 {actual}, expected "
             f"{PINNED_SHA256[split]}: the upstream file changed; place the pinned copy at {target}"
         )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False, suffix=".part") as tmp:
+        tmp.write(payload)
     os.replace(tmp.name, target)
 
 

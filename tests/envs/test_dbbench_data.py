@@ -45,6 +45,7 @@ def test_failed_download_is_a_data_error(tmp_path, monkeypatch):
     monkeypatch.setitem(data.UPSTREAM_URLS, "dev", (tmp_path / "absent.jsonl").as_uri())
     with pytest.raises(DataError, match="HS_DATA_DIR.*download failed"):
         load_split("dev", data_dir=tmp_path / "dl")
+    assert not (tmp_path / "dl").exists()  # a failed fetch leaves no folder behind
 
 
 def test_download_checks_and_stores_the_file(tmp_path, monkeypatch, data_dir):
