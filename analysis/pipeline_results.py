@@ -40,6 +40,9 @@ def training_lines(results: dict) -> list[str]:
             "H0 validation success by re-anchor step: "
             + ", ".join(f"{s}: {v:.2f}" for s, v in t["h0_validation"].items()),
         ]
+    phases = results.get("phase_seconds")
+    if phases:  # this invocation's wall time by phase (tasks/phase_times.py)
+        lines.append("wall time by phase: " + " · ".join(f"{p} {s:.0f} s" for p, s in phases.items()))
     k = results["k"]
     for label, d in results.get("differences", {}).items():  # 95% paired-bootstrap intervals over tasks
         lines.append(

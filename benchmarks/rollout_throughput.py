@@ -10,9 +10,13 @@ Rows, all in this process on the same prompts:
 - the same engine with one batched call per turn (every episode waits for the turn's slowest reply);
 - previous engine (model.generate per turn, fp32, the whole conversation prefilled each turn);
 - plain fp32 `model.generate` on the same N x K first-turn prompts, one call (first turn only).
-Tokens/s (sampled tokens over wall time) is the fair comparison. The physical limit is the
-decode rate at which reading the weights once per step saturates the measured memory read
-bandwidth, times the batch; the engine's share of it is printed too.
+Tokens/s (sampled tokens over wall time) is the fair comparison. The rows run interleaved
+(A, B, C, A, B, C, ...) for `--rounds` rounds and each row's median is reported, beside the
+machine's CPU, bandwidth and matmul peaks measured in the same run (benchmarks/machine.py). The
+physical limit is the decode rate at which reading the weights once per step saturates the
+measured memory read bandwidth, times the batch; the engine's share of it is printed too. One
+decode step is then timed at batch N x K and contexts 512 and 1,536 against reading the weights
+and that context's keys/values once.
 
 Run: HS_DATA_DIR=../shared/data .venv/bin/python benchmarks/rollout_throughput.py [--tasks 4 --k 8]
 """
@@ -21,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -34,6 +40,9 @@ from rl.policy import Sampling  # noqa: E402
 from rl.rollout import RolloutSpec, run_rollouts  # noqa: E402
 from rl.transformers_policy import TransformersPolicy  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import describe, interleaved, measure, median, spread  # noqa: E402
+
 
 def default_model() -> str:
     from configs.schema import SftConfig, load_config
@@ -42,17 +51,6 @@ def default_model() -> str:
 
     name = checkpoint_name(load_config(SftConfig, "configs/sft_dbbench_smol.yaml"))
     return name if is_complete(name) else "smollm2-135m"
-
-
-def read_bandwidth() -> float:
-    """Bytes/s of summing a 1 GiB tensor (best of 3)."""
-    x = torch.ones(2**28, dtype=torch.float32)
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        x.sum().item()
-        best = min(best, time.perf_counter() - start)
-    return x.numel() * 4 / best
 
 
 def engine_run(policy, specs, sampling, max_rounds) -> dict:
@@ -106,16 +104,18 @@ def decode_step_profile(policy, batch: int, context: int) -> dict:
     def step():
         return engine._logits(engine._forward(tokens, slots, kv, slice(0, batch), context + 1)[:, -1])
 
+    def timed(fn) -> float:  # median of 7 calls, seconds
+        times = []
+        for _ in range(7):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return sorted(times)[3]
+
     with torch.inference_mode():
         logits = step()
-        start = time.perf_counter()
-        for _ in range(5):
-            logits = step()
-        forward = (time.perf_counter() - start) / 5
-        start = time.perf_counter()
-        for _ in range(5):
-            sample_tokens(logits, 0.8, 0.95, None)
-        sampler = (time.perf_counter() - start) / 5
+        forward = timed(step)
+        sampler = timed(lambda: sample_tokens(logits, 0.8, 0.95, None))
         with torch.profiler.profile() as prof:
             for _ in range(3):
                 step()
@@ -128,6 +128,7 @@ def decode_step_profile(policy, batch: int, context: int) -> dict:
         "matmul": matmul,
         "other": forward * 1000 - attention - matmul,
         "sampler": sampler * 1000,
+        "kv_bytes": kv.numel() * kv.element_size() * context / (context + 8),
     }
 
 
@@ -142,6 +143,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--skip-previous", action="store_true", help="leave out the previous engine's row (slow)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each row's median is reported")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     from configs.schema import EnvConfig
@@ -159,46 +161,58 @@ def main() -> None:
     for p in (engine, fp32):  # first-call overheads
         p.generate([p.start([{"role": "user", "content": "warm up"}])], warm)
 
-    rows = {}
-    rows[f"engine ({engine.engine}, {engine.dtype})"] = engine_run(engine, specs, sampling, args.max_rounds)
-    engine.continuous_batching = False
-    rows["same, one call per turn"] = engine_run(engine, specs, sampling, args.max_rounds)
-    engine.continuous_batching = True
-    if not args.skip_previous:
-        rows["previous engine (hf, float32)"] = engine_run(fp32, specs, sampling, args.max_rounds)
     prompts = [
         engine.start(HarnessRuntime(h0, task_fields(t)).opening_messages()[0]).token_ids
         for t in tasks
         for _ in range(args.k)
     ]
-    rows["plain fp32 generate, first turn"] = plain_generate(fp32, prompts, sampling)
 
-    bandwidth = read_bandwidth()
+    def one_call_per_turn() -> dict:
+        engine.continuous_batching = False
+        try:
+            return engine_run(engine, specs, sampling, args.max_rounds)
+        finally:
+            engine.continuous_batching = True
+
+    rows = {f"engine ({engine.engine}, {engine.dtype})": lambda: engine_run(engine, specs, sampling, args.max_rounds)}
+    rows["same, one call per turn"] = one_call_per_turn
+    if not args.skip_previous:
+        rows["previous engine (hf, float32)"] = lambda: engine_run(fp32, specs, sampling, args.max_rounds)
+    rows["plain fp32 generate, first turn"] = lambda: plain_generate(fp32, prompts, sampling)
+    machine = measure(args.device)
+    results = interleaved(rows, args.rounds)
+    rates = {name: [{"rate": r["tokens"] / r["seconds"], **r} for r in runs] for name, runs in results.items()}
+
     weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
-    limit = bandwidth / weight_bytes * len(specs)
-    plain = rows["plain fp32 generate, first turn"]["tokens"] / rows["plain fp32 generate, first turn"]["seconds"]
+    limit = machine["bandwidth"] / weight_bytes * len(specs)
+    plain = median(rates["plain fp32 generate, first turn"], "rate")
+    print(describe(machine))
     print(
         f"model {model}; {len(tasks)} {args.split} tasks x K={args.k} at once, up to {args.max_rounds} rounds, "
-        f"max_new_tokens {args.max_new_tokens}, {args.device}, {torch.get_num_threads()} threads"
+        f"max_new_tokens {args.max_new_tokens}, {args.device}; rows interleaved, median of {args.rounds} rounds"
     )
-    print(f"{'row':34} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'vs plain':>8} {'turns/episode':>13}")
-    for name, r in rows.items():
-        rate = r["tokens"] / r["seconds"]
-        turns = f"{r['turns']:13.2f}" if "turns" in r else f"{'1':>13}"
-        print(f"{name:34} {r['tokens']:7d} {r['seconds']:8.1f} {rate:7.1f} {rate / plain:7.2f}x {turns}")
-    first = next(iter(rows.values()))
+    print(f"{'row':34} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'(range)':>13} {'vs plain':>8} {'turns/ep':>8}")
+    for name, runs in rates.items():
+        rate = median(runs, "rate")
+        turns = f"{median(runs, 'turns'):8.2f}" if "turns" in runs[0] else f"{'1':>8}"
+        print(
+            f"{name:34} {median(runs, 'tokens'):7.0f} {median(runs, 'seconds'):8.1f} {rate:7.1f} "
+            f"{spread(runs, 'rate'):>13} {rate / plain:7.2f}x {turns}"
+        )
+    first = next(iter(rates.values()))
     print(
-        f"read bandwidth {bandwidth / 1e9:.1f} GB/s, engine weights {weight_bytes / 1e6:.0f} MB: physical decode limit "
-        f"{limit:.0f} tok/s at batch {len(specs)}; "
-        f"the engine reaches {100 * first['tokens'] / first['seconds'] / limit:.1f}%"
+        f"engine weights {weight_bytes / 1e6:.0f} MB: weight-read decode limit {limit:.0f} tok/s at batch "
+        f"{len(specs)}; the engine reaches {100 * median(first, 'rate') / limit:.1f}%"
     )
-    print(f"engine time in the environment (all rollouts, summed): {first['env_s']:.3f} s")
+    print(f"engine time in the environment (all rollouts, summed, median): {median(first, 'env_s'):.3f} s")
     for context in (512, 1536):
         p = decode_step_profile(engine, len(specs), context)
+        ideal = (weight_bytes + p["kv_bytes"]) / machine["bandwidth"] * 1000
         print(
             f"one decode step, batch {len(specs)}, context {context}: forward {p['forward']:.0f} ms (attention "
             f"{p['attention']:.0f}, matmul {p['matmul']:.0f}, other {p['other']:.0f}), sampler {p['sampler']:.0f} ms; "
-            f"reading the weights once takes {weight_bytes / bandwidth * 1000:.0f} ms"
+            f"reading weights + keys/values once {ideal:.0f} ms: "
+            f"the step is {(p['forward'] + p['sampler']) / ideal:.1f}x that"
         )
 
 

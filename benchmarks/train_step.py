@@ -6,7 +6,9 @@ One update on 8 sequences of 1,024 tokens (4 turns each: 160 context tokens, los
 peak resident memory (VmHWM, or CUDA's peak allocation on a GPU) is its own. The first row is
 the update as it was before issue 16: float32, a separate old-log-prob pass, micro-batch 2.
 The share of peak divides the update's matmul work (6 x parameters x tokens for forward and
-backward, plus attention) by its seconds and by a bf16 2048^3 matmul measured in this run.
+backward, plus attention) by its seconds and by a bf16 2048^3 matmul measured in this run. The
+rows run interleaved (A, B, C, A, B, C, ...) for `--rounds` rounds, each in a fresh process, and
+each row's median is reported beside the machine's measured limits (benchmarks/machine.py).
 
 Run: .venv/bin/python benchmarks/train_step.py [--model smollm2-135m] [--device cpu]
 GPU check on a random-initialised model of realistic shape (no hub needed):
@@ -23,6 +25,10 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import describe, interleaved, measure, median, spread  # noqa: E402
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -92,22 +98,6 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def matmul_peak(device: str) -> float:
-    """FLOP/s of a 2048^3 bf16 matmul on this device (best of 30: AMX needs a warm-up, and a
-    shared machine is noisy; single calls here range from 0.7 to 2.1 TFLOP/s)."""
-    import torch
-
-    a = torch.randn(2048, 2048, dtype=torch.bfloat16, device=device)
-    best = float("inf")
-    for _ in range(30):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        (a @ a).sum().item()
-        best = min(best, time.perf_counter() - start)
-    return 2 * 2048**3 / best
-
-
 def update_flops(model, seqs) -> float:
     """Forward + backward matmul work: 6 x non-embedding parameters x tokens, the vocabulary
     projection (6 x hidden x vocab per token) and attention (12 x layers x hidden x T^2 / 2)."""
@@ -160,54 +150,55 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--backends", default="torch", help="comma list of trainer backends: torch,deepspeed")
     parser.add_argument("--settings", default=";".join(SETTINGS), help="semicolon list of the rows to run")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each row's median is reported")
     parser.add_argument("--only", default=None, help=argparse.SUPPRESS)  # child process: "backend|setting"
     args = parser.parse_args()
     if args.only:
         backend, setting = args.only.split("|")
         print(json.dumps(one(args.model, args.device, backend, SETTINGS[setting])))
         return
-    import torch
+    machine = measure(args.device)
+    peak = machine["bf16_peak"]
 
-    peak = matmul_peak(args.device)
+    def row(backend: str, name: str):
+        def run() -> dict:
+            command = [sys.executable, __file__, "--model", args.model, "--device", args.device]
+            out = subprocess.run([*command, "--only", f"{backend}|{name}"], capture_output=True, text=True)
+            if out.returncode != 0:
+                last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else str(out.returncode)
+                return {"failed": last}
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        return run
+
+    rows = {(b, n): row(b, n) for b in args.backends.split(",") for n in args.settings.split(";")}
+    results = interleaved({f"{b} {n}": run for (b, n), run in rows.items()}, args.rounds)
+    print(describe(machine))
     print(
         f"one GRPO update on 8 x 1024 tokens ({8 * 384} of them sampled, loss mask 1), model {args.model}, "
-        f"{args.device}, {torch.get_num_threads()} threads; bf16 2048^3 matmul peak {peak / 1e9:.0f} GFLOP/s"
+        f"{args.device}; rows interleaved, median of {args.rounds} rounds"
     )
     peak_kind = "CUDA peak GiB" if args.device.startswith("cuda") else "peak RSS GiB"
     print(
-        f"{'backend':9} {'setting':26} {'old lp s':>8} {'fwd+bwd s':>9} {'optim s':>7} {'total s':>8} {'speed-up':>8} "
-        f"{'% bf16 peak':>11} {peak_kind:>13}"
+        f"{'backend':9} {'setting':26} {'old lp s':>8} {'fwd+bwd s':>9} {'optim s':>7} {'total s':>8} {'(range)':>11} "
+        f"{'speed-up':>8} {'% bf16 peak':>11} {peak_kind:>13}"
     )
     baseline = None
-    for backend in args.backends.split(","):
-        for name in args.settings.split(";"):
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--model",
-                    args.model,
-                    "--device",
-                    args.device,
-                    "--only",
-                    f"{backend}|{name}",
-                ],
-                capture_output=True,
-                text=True,
-            )
-            if out.returncode != 0:
-                last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else str(out.returncode)
-                print(f"{backend:9} {name:26} failed: {last}")
-                continue
-            s = json.loads(out.stdout.strip().splitlines()[-1])
-            baseline = baseline or s["seconds_total"]
-            memory = s.get("peak_cuda_gib", s["peak_rss_gib"])
-            print(
-                f"{backend:9} {name:26} {s['seconds_old_logprobs']:8.1f} {s['seconds_forward_backward']:9.1f} "
-                f"{s['seconds_optimizer']:7.2f} {s['seconds_total']:8.1f} {baseline / s['seconds_total']:7.2f}x "
-                f"{100 * s['flops'] / s['seconds_total'] / peak:10.1f}% {memory:13.2f}",
-                flush=True,
-            )
+    for (backend, name), runs in zip(rows, results.values()):
+        failed = [r["failed"] for r in runs if "failed" in r]
+        if failed:
+            print(f"{backend:9} {name:26} failed: {failed[0]}")
+            continue
+        total = median(runs, "seconds_total")
+        baseline = baseline or total
+        memory = median(runs, "peak_cuda_gib" if "peak_cuda_gib" in runs[0] else "peak_rss_gib")
+        print(
+            f"{backend:9} {name:26} {median(runs, 'seconds_old_logprobs'):8.1f} "
+            f"{median(runs, 'seconds_forward_backward'):9.1f} {median(runs, 'seconds_optimizer'):7.2f} {total:8.1f} "
+            f"{spread(runs, 'seconds_total'):>11} {baseline / total:7.2f}x "
+            f"{100 * runs[0]['flops'] / total / peak:10.1f}% {memory:13.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ its dependencies, the same pinned torch and transformers as this project), never
 project's own dependencies. Our step: the lean engine on a bf16 rollout copy, the fp32-master
 update under bf16 autocast, then the copy refreshed (what tasks/train_handle.py does per update).
 
+The two trainers run interleaved (TRL, ours, TRL, ours, ...) for `--rounds` rounds and each one's
+median is reported beside the machine's measured limits (benchmarks/machine.py).
+
 Run: .venv/bin/python benchmarks/vs_trl.py --setup   (once; needs the package registry)
      .venv/bin/python benchmarks/vs_trl.py
 """
@@ -23,6 +26,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import describe, interleaved, measure, median, spread  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TRL_VENV = ROOT / ".venv-trl"
@@ -129,31 +135,43 @@ def trl(model_dir: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setup", action="store_true", help="create .venv-trl with TRL pinned")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each trainer's median is reported")
     args = parser.parse_args()
     if args.setup:
         setup()
         return
-    import torch
-
     from rl.model_store import resolve_model
 
     model_dir = str(resolve_model("smollm2-135m"))
-    theirs = trl(model_dir)
-    mine = ours(model_dir)
+    machine = measure()
+    theirs_bf16 = []
+
+    def run_trl() -> dict:
+        out = trl(model_dir)
+        theirs_bf16.append(out["bf16"])
+        return {"first": out["times"][0], "later": _later(out["times"])}
+
+    def run_ours() -> dict:
+        times = ours(model_dir)
+        return {"first": times[0], "later": _later(times)}
+
+    results = interleaved({"TRL": run_trl, "ours": run_ours}, args.rounds)
+    print(describe(machine))
     print(
         f"GRPO step: 1 prompt x {K} completions, <= {MAX_NEW} new tokens, lr {LR}, {STEPS} steps; "
-        f"cpu, {torch.get_num_threads()} threads"
+        f"cpu; interleaved, median of {args.rounds} rounds"
     )
-    print(f"{'trainer':28} {'step 1 s':>9} {'later steps s (mean)':>21}")
-    later = {}
-    for name, times in (
-        (f"TRL {TRL_PIN.split('==')[1]} (bf16={theirs['bf16']})", theirs["times"]),
-        ("harness-s (lean, bf16)", mine),
-    ):
-        later[name] = sum(times[1:]) / max(len(times) - 1, 1)
-        print(f"{name:28} {times[0]:9.1f} {later[name]:21.1f}")
-    a, b = later.values()
-    print(f"ratio harness-s / TRL step time (later steps): {b / a:.2f}")
+    print(f"{'trainer':28} {'step 1 s':>9} {'later steps s (mean)':>21} {'(range)':>13}")
+    names = {"TRL": f"TRL {TRL_PIN.split('==')[1]} (bf16={theirs_bf16[0]})", "ours": "harness-s (lean, bf16)"}
+    for key, runs in results.items():
+        print(f"{names[key]:28} {median(runs, 'first'):9.1f} {median(runs, 'later'):21.1f} {spread(runs, 'later'):>13}")
+    ratio = median(results["ours"], "later") / median(results["TRL"], "later")
+    print(f"ratio harness-s / TRL step time (later steps, medians): {ratio:.2f}")
+
+
+def _later(times: list[float]) -> float:
+    """Mean step time after the first (warm-up) step."""
+    return sum(times[1:]) / max(len(times) - 1, 1)
 
 
 if __name__ == "__main__":

@@ -19,12 +19,14 @@ from configs.schema import TrainConfig
 from flows.ownership import register_and_claim
 from flows.sft import ensure_warm_start
 from tasks.budget import hold_to_budget
+from tasks.phase_times import timed
 from tasks.run_identity import warm_start_config
 
 
 def build_warm_start(cfg, database_url: str | None) -> None:
     """The warm start `cfg.warm_start` names: built on first use, reused afterwards."""
-    ensure_warm_start(warm_start_config(cfg), database_url)
+    with timed("warm start"):
+        ensure_warm_start(warm_start_config(cfg), database_url)
 
 
 def open_run(cfg, register: Callable, database_url: str | None, *, warm_start: bool):

@@ -27,6 +27,7 @@ from flows import artifacts
 from flows.evaluate import evaluate
 from flows.evolve import evolve
 from flows.train import train
+from tasks import phase_times
 from tasks.budget import hold_to_budget
 from tasks.pipeline import (
     ensure_training_split,
@@ -68,14 +69,17 @@ def evaluate_policy(cfg: PipelineConfig, pool_version: str | None, trained: dict
 def pipeline(config: PipelineConfig, database_url: str | None = None) -> dict:
     cfg = config
     logger = get_run_logger()
+    phase_times.reset()  # wall time by phase of this invocation, stored with the results
     ensure_training_split(cfg.train.env)
     pool_version = cfg.pool_name()
     if cfg.evolve is not None:
-        pool_version = evolve_pool(cfg, database_url)["version"]
+        with phase_times.timed("pool"):
+            pool_version = evolve_pool(cfg, database_url)["version"]
     logger.info("pool %s", pool_version or f"from the train config: {cfg.train.pool}")
     hold_to_budget(cfg, training_config(cfg, pool_version))  # a plan over a `budget:` cap stops here
     trained = train_policy(cfg, pool_version, database_url)
-    evaluations = evaluate_policy(cfg, pool_version, trained, database_url)
+    with phase_times.timed("evaluations"):
+        evaluations = evaluate_policy(cfg, pool_version, trained, database_url)
     for label, result in evaluations.items():
         logger.info(
             "%s: Pass@%d %.2f / Avg@%d %.2f",
@@ -86,7 +90,8 @@ def pipeline(config: PipelineConfig, database_url: str | None = None) -> dict:
             result["overall"]["avg"]["mean"],
         )
     results = record_results(
-        cfg, pool_version, trained["run_id"], trained["checkpoint"], evaluations, database_url, flow_run.get_id()
-    )
+        cfg, pool_version, trained["run_id"], trained["checkpoint"], evaluations, database_url, flow_run.get_id(),
+        extra={"phase_seconds": phase_times.snapshot()},
+    )  # fmt: skip
     artifacts.publish_results(cfg.name, pipeline_run_id(cfg), results)  # the results table, the intervals
     return results

@@ -34,6 +34,7 @@ from configs.schema import TrainConfig
 from flows import artifacts
 from flows.hooks import mark_failed_on_failure
 from flows.opening import open_run
+from tasks.phase_times import timed
 from tasks.reanchor import paired_validation
 from tasks.rollout_groups import (
     dead_groups,
@@ -106,16 +107,22 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
                 break
             reanchored = None
             if step % cfg.reanchor_every == 0:  # freeze the policy, re-measure every harness on validation
-                reanchored = reanchor(cfg, run, step, database_url)
+                with timed("re-anchors"):
+                    reanchored = reanchor(cfg, run, step, database_url)
             batch = batch_for_step(run.train_task_ids, cfg.seed, cfg.batch_tasks, step)
-            first = sample_first_groups(cfg, run, step, batch, database_url)  # K rollouts per task under H0
-            dead = dead_groups(first)  # no success: no GRPO signal
-            rescue = sample_rescue_groups(cfg, run, step, dead, database_url)  # by mode: router-chosen siblings
-            groups = record_groups(cfg, run_id, step, first, rescue, database_url)  # a rescue replaces its dead group
-            replayed = replay_groups(cfg, run_id, step, database_url)  # harnessx: earlier groups from its buffer
-            update = update_policy(cfg, run_id, step, [*groups.trained, *replayed])  # advantages, one clipped update
-            signals = record_step(cfg, run_id, step, groups, dead, update, reanchored, database_url, replayed)
-            save_progress(cfg, run_id, step, database_url)  # trainer state + this step's rows, for resume
+            with timed("collections"):
+                first = sample_first_groups(cfg, run, step, batch, database_url)  # K rollouts per task under H0
+                dead = dead_groups(first)  # no success: no GRPO signal
+                rescue = sample_rescue_groups(cfg, run, step, dead, database_url)  # by mode: router-chosen siblings
+            with timed("records"):
+                groups = record_groups(cfg, run_id, step, first, rescue, database_url)  # a rescue replaces its dead one
+            with timed("collections"):
+                replayed = replay_groups(cfg, run_id, step, database_url)  # harnessx: earlier groups from its buffer
+            with timed("updates"):
+                update = update_policy(cfg, run_id, step, [*groups.trained, *replayed])  # advantages, clipped update
+            with timed("records"):
+                signals = record_step(cfg, run_id, step, groups, dead, update, reanchored, database_url, replayed)
+                save_progress(cfg, run_id, step, database_url)  # trainer state + this step's rows, for resume
             published.advance(step + 1)
             bar.update(
                 bar_id,
@@ -124,8 +131,10 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
                 rescue=signals["rollout/rescue_success"],
             )
     updates = completed_updates(cfg, run_id)  # train.updates, or fewer when the rollout budget ended training
-    final_reanchor = reanchor(cfg, run, updates, database_url)
-    checkpoint = final_checkpoint(cfg, run_id, updates, database_url)
+    with timed("re-anchors"):
+        final_reanchor = reanchor(cfg, run, updates, database_url)
+    with timed("records"):
+        checkpoint = final_checkpoint(cfg, run_id, updates, database_url)
     summary = finish_train_run(cfg, run_id, final_reanchor, database_url, updates)
     release_handle(run_id)  # the trained weights live on as the registry checkpoint; free model and optimizer
     result = {**summary, "final_reanchor": final_reanchor, "checkpoint": checkpoint}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from analysis import pipeline_results as shown
 from analysis.report import build_report
 from configs.pipeline import PipelineConfig
 from configs.schema import ConfigError, load_config
@@ -98,6 +99,10 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(pi
     assert list(result["evaluations"]) == ["before", "after", "rank1", "rank1-before", "outside-fc_tools"]
     assert result["checkpoint"] == f"{result['train_run_id']}-u1"
     assert result["training"]["updates"] == 1
+    phases = result["phase_seconds"]  # this invocation's wall time by phase, printed by hs run
+    assert {"re-anchors", "collections", "updates", "records", "evaluations"} <= set(phases)
+    assert sum(v for p, v in phases.items() if p != "total") == pytest.approx(phases["total"], abs=0.5)
+    assert "wall time by phase: " in "\n".join(shown.training_lines(result))
     low, high = result["training"]["valid_group_interval"]  # Wilson over the run's groups
     assert 0.0 <= low <= result["training"]["valid_group_ratio"] <= high <= 1.0
     paired = result["differences"]["after - before (H0)"]  # the same dev tasks before and after training
