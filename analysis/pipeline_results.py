@@ -43,6 +43,9 @@ def training_lines(results: dict) -> list[str]:
     phases = results.get("phase_seconds")
     if phases:  # this invocation's wall time by phase (tasks/phase_times.py)
         lines.append("wall time by phase: " + " · ".join(f"{p} {s:.0f} s" for p, s in phases.items()))
+    peaks = results.get("phase_peak_gib")
+    if peaks:
+        lines.append("peak memory by phase (GiB): " + " · ".join(f"{p} {g:.2f}" for p, g in peaks.items()))
     k = results["k"]
     for label, d in results.get("differences", {}).items():  # 95% paired-bootstrap intervals over tasks
         lines.append(

@@ -103,6 +103,7 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(pi
     assert {"re-anchors", "collections", "updates", "records", "evaluations"} <= set(phases)
     assert sum(v for p, v in phases.items() if p != "total") == pytest.approx(phases["total"], abs=0.5)
     assert "wall time by phase: " in "\n".join(shown.training_lines(result))
+    assert set(result["phase_peak_gib"]) <= set(phases) | {"other"} and 0.2 < result["phase_peak_gib"]["updates"] < 24
     low, high = result["training"]["valid_group_interval"]  # Wilson over the run's groups
     assert 0.0 <= low <= result["training"]["valid_group_ratio"] <= high <= 1.0
     paired = result["differences"]["after - before (H0)"]  # the same dev tasks before and after training
