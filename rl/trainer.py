@@ -119,6 +119,7 @@ class TorchTrainer:
                     totals[key] += stats[key]
         t_fb = time.perf_counter()
         grad_norm = self._step() if chunks else 0.0  # nothing informative: no step, optimizer state untouched
+        self._zero_grad()  # the gradients are spent: their memory (a model's worth) goes back until the next update
         totals = dict(zip(totals, self._sum_over_ranks(list(totals.values()))))
         self.model.eval()
         self.updates += 1

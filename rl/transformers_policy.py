@@ -17,6 +17,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList
 from transformers.generation.logits_process import TopPLogitsWarper
 
+from rl.memory import bound_heap
 from rl.model_store import resolve_model
 from rl.policy import ChatSession, Generation, PolicyError, Sampling, start_session
 from rl.precision import resolve_dtype
@@ -54,6 +55,7 @@ def load_model(model_dir: Path, device: str, dtype: str, shared: bool = True):
     """(model, tokenizer); shared loads are cached per process, a private one (a trainer's, which
     changes its weights in place) is never handed to anyone else."""
     key = (str(model_dir), device, dtype)
+    bound_heap()  # freed tensors go back to the OS within a phase, not only between phases (rl/memory.py)
     if not shared or key not in _MODEL_CACHE:
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device)

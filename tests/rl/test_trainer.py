@@ -73,9 +73,17 @@ def test_all_zero_advantages_leave_the_model_and_optimizer_untouched():
 def _gradients(micro_batch: int, seqs) -> dict[str, torch.Tensor]:
     model = tiny_model()
     trainer = TorchTrainer(model, TrainerSettings(micro_batch=micro_batch), pad_id=0)
-    trainer._step = lambda: 0.0  # keep the accumulated gradients for inspection
+    grads: dict[str, torch.Tensor] = {}
+    # no step: copy the accumulated gradients for inspection (the update frees them after its step)
+    trainer._step = lambda: grads.update({k: p.grad.clone() for k, p in model.named_parameters()}) or 0.0
     trainer.update(seqs)
-    return {k: p.grad.clone() for k, p in model.named_parameters()}
+    return grads
+
+
+def test_the_update_frees_its_gradients_after_the_step():
+    model = tiny_model()
+    TorchTrainer(model, TrainerSettings(micro_batch=2), pad_id=0).update(batch())
+    assert all(p.grad is None for p in model.parameters())
 
 
 def test_micro_batching_accumulates_the_same_gradient_as_one_batch():
