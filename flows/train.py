@@ -34,6 +34,7 @@ from configs.schema import TrainConfig
 from flows import artifacts
 from flows.hooks import mark_failed_on_failure
 from flows.opening import open_run
+from rl.memory import release_memory
 from tasks.phase_times import timed
 from tasks.reanchor import paired_validation
 from tasks.rollout_groups import (
@@ -118,6 +119,7 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
                 groups = record_groups(cfg, run_id, step, first, rescue, database_url)  # a rescue replaces its dead one
             with timed("collections"):
                 replayed = replay_groups(cfg, run_id, step, database_url)  # harnessx: earlier groups from its buffer
+                release_memory()  # the decode buffers and logits of the collection: back to the OS before the update
             with timed("updates"):
                 update = update_policy(cfg, run_id, step, [*groups.trained, *replayed])  # advantages, clipped update
             with timed("records"):
