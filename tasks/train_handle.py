@@ -140,6 +140,7 @@ def update_policy(cfg: TrainConfig, run_id: str, step: int, trained: list) -> di
     stats = handle.trainer.update(seqs)
     synced = time.perf_counter()
     handle.refresh()  # the next rollouts sample from the new weights
+    n_sequences = len(seqs)
     del seqs
     release_memory()  # the update's activations and gradients: back to the OS before the next collection
     run_logger().info(
@@ -155,7 +156,7 @@ def update_policy(cfg: TrainConfig, run_id: str, step: int, trained: list) -> di
         **stats,
         "seconds_scoring": scoring,
         "seconds_refresh": time.perf_counter() - synced,
-        "sequences": len(seqs),
+        "sequences": n_sequences,
     }
 
 
