@@ -1,0 +1,93 @@
+"""One decode step's attention per layer, against reading that layer's keys and values once.
+
+The shape of the rollout engine's decode step (rl/decode.py): batch 32, one new token per row,
+9 query heads folded onto 3 key/value heads of 64, bf16, keys and values in a buffer of 30
+layers read in turn (so the caches are as cold as in a real step). Rows: torch's CPU SDPA (what
+the engine calls) and the same attention as two batched matmuls with an fp32 softmax. Each row
+runs interleaved with the others for `--rounds` rounds; medians per layer are printed beside the
+time to read the layer's keys and values at the measured bandwidth (benchmarks/machine.py).
+
+Run: .venv/bin/python benchmarks/decode_attention.py [--contexts 512,1536] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import describe, interleaved, measure  # noqa: E402
+
+BATCH, KV_HEADS, GROUP, HEAD_DIM, LAYERS = 32, 3, 3, 64, 30
+
+
+def rows_for(context: int, device: str) -> tuple[dict, int]:
+    """The attention variants at one context, and the bytes of one layer's keys and values."""
+    kv = torch.randn(LAYERS, 2, BATCH, KV_HEADS, context + 8, HEAD_DIM, dtype=torch.bfloat16, device=device)
+    q = torch.randn(BATCH, KV_HEADS, GROUP, HEAD_DIM, dtype=torch.bfloat16, device=device)
+    valid = torch.arange(context, device=device)[None, None, None, :] < torch.randint(
+        context // 2, context + 1, (BATCH, 1, 1, 1), device=device
+    )
+    bias = torch.zeros(BATCH, 1, 1, context, device=device).masked_fill(~valid, float("-inf"))
+    layer = [0]
+
+    def next_layer():
+        layer[0] = (layer[0] + 1) % LAYERS
+        return kv[layer[0], 0, :, :, :context], kv[layer[0], 1, :, :, :context]
+
+    def sdpa():
+        k, v = next_layer()
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=valid, scale=HEAD_DIM**-0.5)
+
+    def matmuls():
+        k, v = next_layer()
+        flat = BATCH * KV_HEADS
+        scores = torch.bmm(q.reshape(flat, GROUP, HEAD_DIM), k.reshape(flat, context, HEAD_DIM).transpose(1, 2))
+        p = torch.softmax(scores.view(BATCH, KV_HEADS, GROUP, context).float() * HEAD_DIM**-0.5 + bias, -1)
+        return torch.bmm(p.to(q.dtype).view(flat, GROUP, context), v.reshape(flat, context, HEAD_DIM))
+
+    layer_bytes = 2 * BATCH * KV_HEADS * context * HEAD_DIM * 2
+    return {"torch SDPA (the engine's)": sdpa, "two batched matmuls": matmuls}, layer_bytes
+
+
+def per_layer_ms(fn, device: str, calls: int = LAYERS * 2) -> dict:
+    fn()
+    times = []
+    for _ in range(calls):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return {"ms": 1000 * statistics.median(times)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--contexts", default="512,1536")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    machine = measure(args.device)
+    print(describe(machine))
+    print(f"{'context':>7} {'row':28} {'ms per layer':>12} {'read once ms':>12} {'x read time':>11}")
+    for context in (int(c) for c in args.contexts.split(",")):
+        variants, layer_bytes = rows_for(context, args.device)
+        timed = {name: (lambda f=f: per_layer_ms(f, args.device)) for name, f in variants.items()}
+        results = interleaved(timed, args.rounds, progress=False)
+        ideal = layer_bytes / machine["bandwidth"] * 1000
+        for name, runs in results.items():
+            ms = statistics.median(r["ms"] for r in runs)
+            print(f"{context:7d} {name:28} {ms:12.2f} {ideal:12.2f} {ms / ideal:10.1f}x")
+
+
+if __name__ == "__main__":
+    main()
