@@ -7,6 +7,11 @@
 - Proportions over groups or tasks: :func:`wilson` (score interval for one proportion),
   :func:`two_proportions` (difference of two independent proportions with Newcombe's interval,
   built from the two Wilson intervals, and the pooled two-proportion z test).
+- Training seeds as replication: :func:`seeded_paired_bootstrap` resamples both levels, the
+  training runs (seeds) of each method and the tasks they share, so its interval holds the
+  between-seed variance as well as the tasks'; :func:`compare_seeds` adds the per-seed
+  differences and each method's between-seed spread. With one seed per method it is
+  :func:`paired_bootstrap`.
 - :func:`verdict` turns an interval of a difference (and, for paired comparisons, its test's
   p-value) into the words the report uses.
 
@@ -98,6 +103,63 @@ def paired_bootstrap(a, b, resamples: int = RESAMPLES, seed: int = SEED, level: 
     return Interval(float(d.mean()), float(low), float(high))
 
 
+def _seed_matrix(runs, name: str) -> np.ndarray:
+    m = np.asarray(runs, dtype=float)
+    if m.ndim != 2 or m.shape[0] == 0 or m.shape[1] == 0:
+        raise ValueError(f"{name}: one row of per-task scores per training seed, at least one seed and one task")
+    return m
+
+
+def seeded_paired_bootstrap(a, b, resamples: int = RESAMPLES, seed: int = SEED, level: float = 0.95) -> Interval:
+    """Mean over tasks of (a's mean over its seeds - b's mean over its seeds), with a two-level
+    percentile interval: each resample draws the tasks with replacement (the same tasks for both
+    methods: they are paired) and, independently, each method's seeds with replacement.
+
+    ``a`` [seeds_a, tasks] and ``b`` [seeds_b, tasks]: per-task scores of each training run, the
+    columns the same tasks in the same order. The task draws come first from the same generator
+    as :func:`paired_bootstrap`, so with one seed per method the interval is that function's."""
+    x, y = _seed_matrix(a, "seeded_paired_bootstrap a"), _seed_matrix(b, "seeded_paired_bootstrap b")
+    if x.shape[1] != y.shape[1]:
+        raise ValueError("seeded_paired_bootstrap: both methods must score the same tasks (equal columns)")
+    n_tasks = x.shape[1]
+    rng = np.random.default_rng(seed)
+    tasks = rng.integers(0, n_tasks, size=(resamples, n_tasks))
+    seeds_a = rng.integers(0, x.shape[0], size=(resamples, x.shape[0]))
+    seeds_b = rng.integers(0, y.shape[0], size=(resamples, y.shape[0]))
+    rows = np.arange(resamples)[:, None]
+    # per resample: for each drawn seed, its mean over the drawn tasks; then the mean over drawn seeds
+    per_seed_a = x[:, tasks].mean(axis=2).T  # [resamples, seeds_a]: every seed on this resample's tasks
+    per_seed_b = y[:, tasks].mean(axis=2).T
+    means = per_seed_a[rows, seeds_a].mean(axis=1) - per_seed_b[rows, seeds_b].mean(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return Interval(float((x.mean(axis=0) - y.mean(axis=0)).mean()), float(low), float(high))
+
+
+@dataclass(frozen=True)
+class SeedComparison:
+    pooled: Interval  # two-level bootstrap over seeds and tasks
+    per_seed: tuple[Interval, ...]  # seed i of a against seed i of b (paired over tasks), as many as both have
+    spread_a: float  # standard deviation of a's per-seed mean scores (0 with one seed)
+    spread_b: float
+    seeds_a: int
+    seeds_b: int
+
+
+def compare_seeds(a, b, resamples: int = RESAMPLES, seed: int = SEED, level: float = 0.95) -> SeedComparison:
+    """Everything a seed-aware comparison shows: the pooled difference with its two-level
+    interval, the per-seed differences (seed i against seed i), and each method's between-seed
+    spread (sample standard deviation of its seeds' mean scores)."""
+    x, y = _seed_matrix(a, "compare_seeds a"), _seed_matrix(b, "compare_seeds b")
+    pooled = seeded_paired_bootstrap(x, y, resamples, seed, level)
+    per_seed = tuple(paired_bootstrap(x[i], y[i], resamples, seed, level) for i in range(min(len(x), len(y))))
+
+    def spread(m: np.ndarray) -> float:
+        return float(m.mean(axis=1).std(ddof=1)) if len(m) > 1 else 0.0
+
+    return SeedComparison(pooled, per_seed, spread(x), spread(y), len(x), len(y))
+
+
 def sign_flip_test(a, b, resamples: int = RESAMPLES, seed: int = SEED) -> float:
     """Two-sided p-value of the paired permutation test: under no difference, each task's
     difference is as likely to have either sign. Exact for up to 16 tasks with a non-zero
@@ -140,8 +202,11 @@ def verdict(interval: Interval, p_value: float | None = None, alpha: float = 0.0
 __all__ = [
     "Interval",
     "ProportionComparison",
+    "SeedComparison",
+    "compare_seeds",
     "mcnemar",
     "paired_bootstrap",
+    "seeded_paired_bootstrap",
     "sign_flip_test",
     "two_proportions",
     "verdict",

@@ -7,8 +7,10 @@ from pytest import approx
 
 from analysis.statistics import (
     Interval,
+    compare_seeds,
     mcnemar,
     paired_bootstrap,
+    seeded_paired_bootstrap,
     sign_flip_test,
     two_proportions,
     verdict,
@@ -69,6 +71,42 @@ def test_paired_bootstrap_constant_difference_and_seeding():
         paired_bootstrap([1.0], [1.0, 0.0])
     with pytest.raises(ValueError, match="at least one task"):
         paired_bootstrap([], [])
+
+
+def test_one_seed_each_is_the_paired_bootstrap():
+    a, b = [0.0, 1.0, 0.5, 1.0, 0.0, 1.0, 0.3], [0.0, 0.0, 0.5, 0.0, 0.5, 1.0, 0.0]
+    one = seeded_paired_bootstrap([a], [b])
+    plain = paired_bootstrap(a, b)
+    assert (one.estimate, one.low, one.high) == approx((plain.estimate, plain.low, plain.high), abs=1e-12)
+
+
+def test_seeds_that_disagree_widen_the_interval_the_tasks_alone_would_give():
+    # Two tasks where a beats b by exactly 0.5 on every task in both of a's seeds: the seeds agree,
+    # so the interval is the point 0.5. Then a's two seeds disagree (+1 and 0 on every task): the
+    # pooled difference is still 0.5, but a resample that draws seed 2 twice has difference 0 and
+    # one that draws seed 1 twice has 1, each with probability 1/4: the interval is [0, 1].
+    b = [[0.0, 0.0]]
+    agree = seeded_paired_bootstrap([[0.5, 0.5], [0.5, 0.5]], b)
+    assert (agree.estimate, agree.low, agree.high) == approx((0.5, 0.5, 0.5))
+    disagree = seeded_paired_bootstrap([[1.0, 1.0], [0.0, 0.0]], b)
+    assert (disagree.estimate, disagree.low, disagree.high) == approx((0.5, 0.0, 1.0))
+    tasks_only = paired_bootstrap([0.5, 0.5], [0.0, 0.0])  # the seeds' mean scores, seed variance lost
+    assert tasks_only.low == tasks_only.high == approx(0.5)
+
+
+def test_compare_seeds_reports_per_seed_differences_and_spreads():
+    a = [[1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0]]  # seed means 2/3, 1/3, 1
+    b = [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]  # seed means 1/3, 1/3
+    c = compare_seeds(a, b)
+    assert (c.seeds_a, c.seeds_b) == (3, 2)
+    assert [i.estimate for i in c.per_seed] == approx([1 / 3, 0.0])  # seed 1 vs 1, seed 2 vs 2
+    assert c.spread_a == approx(1 / 3) and c.spread_b == 0.0  # sample sd of (2/3, 1/3, 1) is 1/3
+    assert c.pooled.estimate == approx(2 / 3 - 1 / 3)
+    assert c.pooled.low <= c.pooled.estimate <= c.pooled.high
+    with pytest.raises(ValueError, match="same tasks"):
+        seeded_paired_bootstrap([[1.0, 0.0]], [[1.0]])
+    with pytest.raises(ValueError, match="one row of per-task scores per training seed"):
+        seeded_paired_bootstrap([1.0, 0.0], [[1.0, 0.0]])
 
 
 def test_sign_flip_test_exact_values():
