@@ -119,7 +119,9 @@ def train(config: TrainConfig, database_url: str | None = None) -> dict:
                 groups = record_groups(cfg, run_id, step, first, rescue, database_url)  # a rescue replaces its dead one
             with timed("collections"):
                 replayed = replay_groups(cfg, run_id, step, database_url)  # harnessx: earlier groups from its buffer
-                release_memory()  # the decode buffers and logits of the collection: back to the OS before the update
+                release_memory(
+                    collect=False
+                )  # the decode buffers and logits of the collection: back to the OS before the update
             with timed("updates"):
                 update = update_policy(cfg, run_id, step, [*groups.trained, *replayed])  # advantages, clipped update
             with timed("records"):

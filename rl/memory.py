@@ -44,9 +44,12 @@ def bound_heap() -> bool:
     return bool(libc.mallopt(M_ARENA_MAX, 2))
 
 
-def release_memory() -> bool:
-    """Collect garbage, then return free heap pages to the OS (glibc). True if trimmed."""
-    gc.collect()
+def release_memory(collect: bool = True) -> bool:
+    """Collect garbage (unless `collect` is False: a full collection takes 0.3 s and more in a
+    process holding a model and Prefect, and tensors are freed by reference counting anyway),
+    then return free heap pages to the OS (glibc). True if trimmed."""
+    if collect:
+        gc.collect()
     libc = _libc()
     if libc is None:
         return False

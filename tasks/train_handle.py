@@ -142,7 +142,7 @@ def update_policy(cfg: TrainConfig, run_id: str, step: int, trained: list) -> di
     handle.refresh()  # the next rollouts sample from the new weights
     n_sequences = len(seqs)
     del seqs
-    release_memory()  # the update's activations and gradients: back to the OS before the next collection
+    release_memory(collect=False)  # the update's activations and gradients: back to the OS before the next collection
     run_logger().info(
         "update %d: loss %.4f, mismatch weight mean %.3f, %.1f%% at the cap 2, %.1f%% below 0.5 (%d tokens)",
         step,
