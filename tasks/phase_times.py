@@ -38,12 +38,15 @@ def reset() -> None:
 @contextmanager
 def timed(phase: str) -> Iterator[None]:
     outer, _state["phase"] = _state["phase"], phase
-    _record(tree_rss_gib())
+    tallying = _state["started"] is not None  # a pipeline called reset(): read memory at the edges too
+    if tallying:
+        _record(tree_rss_gib())
     start = time.perf_counter()
     try:
         yield
     finally:
-        _record(tree_rss_gib())
+        if tallying:
+            _record(tree_rss_gib())
         _seconds[phase] = _seconds.get(phase, 0.0) + time.perf_counter() - start
         _state["phase"] = outer
 
