@@ -7,6 +7,10 @@
   harnesses outside the pool against H0; a baseline that evaluated its own starting weights also
   against those (same machine, same weights) and those against the main run's base policy (do the
   two machines' starting policies agree?) (paired bootstrap interval, sign-flip p-value).
+- :func:`seed_differences`: the same comparisons between methods with training seeds as the unit
+  of replication: each method's runs that differ only in their training seed are pooled, the
+  interval resamples seeds and tasks (a two-level bootstrap), and the per-seed differences and the
+  between-seed spread are shown beside it (one seed each: the paired bootstrap above).
 - :func:`signal_differences`: the main method's valid-group ratio, effective-token ratio and
   rescue success against each other training run (Newcombe interval, z-test p-value), from the
   group counts in the RQ2 table.
@@ -20,12 +24,13 @@ from __future__ import annotations
 from collections import defaultdict
 from statistics import fmean
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from analysis.runs import Method
-from analysis.statistics import paired_bootstrap, sign_flip_test, two_proportions, verdict
+from analysis.runs import Method, seed_groups
+from analysis.statistics import compare_seeds, paired_bootstrap, sign_flip_test, two_proportions, verdict
 
 DIFFERENCE_COLUMNS = [
     "comparison",
@@ -94,8 +99,9 @@ def evaluation_differences(session: Session, methods: list[Method], prefix: str 
     def run(m: Method, label: str) -> dict:
         return scores(m.eval_run(prefix + label))
 
-    def deployed(m: Method) -> tuple[str, dict]:  # a method's result: trained weights under H0, else under H_best
-        return ("H0", run(m, "after")) if m.eval_run(prefix + "after") else ("H_best", run(m, "best"))
+    def deployed(m: Method) -> tuple[str, dict]:
+        where, label = deployed_label(m, prefix)
+        return where, run(m, label)
 
     before = run(main, "before")
     pairs: list[tuple[str, dict, dict]] = []
@@ -120,6 +126,96 @@ def evaluation_differences(session: Session, methods: list[Method], prefix: str 
         pairs.append((f"{harness} - H0, trained", scores(main.eval_run(label)), run(main, "after")))
     rows = [row for label, a, b in pairs if (row := paired_difference(label, a, b)) is not None]
     return pd.DataFrame(rows, columns=DIFFERENCE_COLUMNS)
+
+
+def deployed_label(m: Method, prefix: str = "") -> tuple[str, str]:
+    """(where, evaluation label) of a method's result: trained weights under H0, else under H_best."""
+    return ("H0", "after") if m.eval_run(prefix + "after") else ("H_best", "best")
+
+
+SEED_COLUMNS = [
+    "comparison",
+    "seeds_a",
+    "seeds_b",
+    "n_tasks",
+    "avg_diff",
+    "avg_low",
+    "avg_high",
+    "pass_diff",
+    "pass_low",
+    "pass_high",
+    "per_seed_avg",
+    "spread_a",
+    "spread_b",
+    "verdict",
+]
+
+
+def seed_differences(session: Session, methods: list[Method], prefix: str = "") -> pd.DataFrame:
+    """The main method's group of seeds against every other group, and every group against the
+    base policy (H0), over the tasks every run of both sides scored. avg/pass: the pooled difference
+    (mean over seeds of the mean over tasks) with its two-level 95% interval; per_seed_avg: seed S of
+    one side against seed S of the other (paired over tasks), for the seeds both have; spread: the
+    standard deviation of a side's per-seed Avg@k (0 with one seed). Beyond noise, as in RQ1: the
+    interval excludes 0 and the sign-flip test over tasks (on the means over seeds) gives p < 0.05,
+    for either metric."""
+    groups = seed_groups(methods)
+    main, *others = list(groups)
+    cache: dict[str, dict] = {}
+
+    def scores(m: Method) -> dict[str, tuple[float, float]]:
+        run_id = m.eval_run(prefix + deployed_label(m, prefix)[1])
+        if run_id and run_id not in cache:
+            cache[run_id] = task_scores(session, run_id)
+        return cache.get(run_id, {}) if run_id else {}
+
+    def side(runs: list[Method]) -> tuple[list, list[dict]]:
+        scored = [(m.seed, scores(m)) for m in runs]
+        scored = [(s, sc) for s, sc in scored if sc]
+        return [s for s, _ in scored], [sc for _, sc in scored]
+
+    before = methods[0].eval_run(prefix + "before")
+    base = ([None], [task_scores(session, before)]) if before else ([], [])
+    pairs = [(f"{main} - {g} ({_where(groups[main], prefix)})", side(groups[main]), side(groups[g])) for g in others]
+    pairs += [(f"{g} - base policy ({_where(runs, prefix)})", side(runs), base) for g, runs in groups.items()]
+    rows = [row for label, a, b in pairs if (row := _seed_row(label, a, b)) is not None]
+    return pd.DataFrame(rows, columns=SEED_COLUMNS)
+
+
+def _where(runs: list[Method], prefix: str) -> str:
+    return "/".join(sorted({deployed_label(m, prefix)[0] for m in runs}))
+
+
+def _seed_row(label: str, a: tuple[list, list[dict]], b: tuple[list, list[dict]]) -> dict | None:
+    (seeds_a, runs_a), (seeds_b, runs_b) = a, b
+    if not runs_a or not runs_b:
+        return None
+    tasks = sorted(set.intersection(*(set(r) for r in runs_a + runs_b)))
+    if not tasks:
+        return None
+
+    def matrix(runs: list[dict], i: int) -> np.ndarray:
+        return np.array([[r[t][i] for t in tasks] for r in runs])
+
+    # seed S of a against seed S of b; against a side of one run (the base policy), every seed of a
+    partner = {s: runs_b[0] if len(runs_b) == 1 else dict(zip(seeds_b, runs_b)).get(s) for s in seeds_a}
+    row: dict = {"comparison": label, "seeds_a": len(runs_a), "seeds_b": len(runs_b), "n_tasks": len(tasks)}
+    words = []
+    for i, metric in ((1, "avg"), (0, "pass")):
+        x, y = matrix(runs_a, i), matrix(runs_b, i)
+        c = compare_seeds(x, y)
+        p_value = sign_flip_test(x.mean(axis=0), y.mean(axis=0))  # over tasks, on the means over seeds
+        words.append(verdict(c.pooled, p_value))
+        row |= {f"{metric}_diff": c.pooled.estimate, f"{metric}_low": c.pooled.low, f"{metric}_high": c.pooled.high}
+    per_seed = []
+    for s, run in zip(seeds_a, runs_a):
+        if partner[s] is not None:
+            d = paired_bootstrap([run[t][1] for t in tasks], [partner[s][t][1] for t in tasks])
+            per_seed.append(f"seed {s}: {d.estimate:+.2f} [{d.low:+.2f}, {d.high:+.2f}]")
+    row["per_seed_avg"] = "; ".join(per_seed) or "-"
+    row |= {"spread_a": c.spread_a, "spread_b": c.spread_b}
+    row["verdict"] = "beyond noise" if "beyond noise" in words else "within noise"  # either metric, as RQ1
+    return row
 
 
 SIGNAL_COUNTS = {  # signal -> (successes column, trials column) of the RQ2 table

@@ -38,6 +38,8 @@ def build_report(session: Session, main: str, baselines: list[str], pools: list[
         "rq1_differences": comparisons.evaluation_differences(session, methods),
         "rq1_test": research.rq1_main_table(session, methods, prefix="test-"),
         "rq1_test_differences": comparisons.evaluation_differences(session, methods, prefix="test-"),
+        "seeds": comparisons.seed_differences(session, methods),
+        "seeds_test": comparisons.seed_differences(session, methods, prefix="test-"),
         "rq2": signals,
         "rq2_differences": comparisons.signal_differences(signals),
         "rq2_validation": research.rq2_validation(session, methods),
@@ -80,6 +82,7 @@ def _display(key: str, df: pd.DataFrame) -> pd.DataFrame:
 EMPTY = {  # what an empty table means, where it is a finding rather than missing runs
     "rq4_transfers": "_none: no evaluation task the base policy never solved under H0 was solved after training._",
     "rq3_ablation": "_needs both an adaptive and a fixed_profiles run among the compared runs._",
+    "seeds_test": "_no test-split evaluation: set evaluate.test_seeds in the pipeline config._",
     "rq1_test": "_no test-split evaluation: set evaluate.test_seeds in the pipeline config._",
     "rq1_test_differences": "_no test-split evaluation: set evaluate.test_seeds in the pipeline config._",
 }
@@ -125,6 +128,16 @@ def readings(report: Report) -> dict[str, str]:
     said += [f"test, {x}" for x in _differences(t["rq1_test_differences"], *headline)]
     if said:
         out["rq1"] = "; ".join(said) + "."
+    seeds = [
+        f"{split}, {r['comparison']}: {r['avg_diff']:+.2f} Avg@k points [{r['avg_low']:+.2f}, {r['avg_high']:+.2f}] "
+        f"over {r['n_tasks']} tasks, {r['seeds_a']} vs {r['seeds_b']} seeds (per seed {r['per_seed_avg']}), "
+        f"{r['verdict']}"
+        for split, key in (("dev", "seeds"), ("test", "seeds_test"))
+        for _, r in t[key].iterrows()
+        if " - base policy" not in r["comparison"]
+    ]
+    if seeds:
+        out["seeds"] = "; ".join(seeds) + "."
     s = t["rq2_differences"]
     if not s.empty:
         out["rq2"] = (
@@ -272,6 +285,19 @@ SECTIONS = [
         "tasks (percent points; 95% paired-bootstrap interval over tasks, 10,000 seeded resamples; sign-flip "
         "permutation p-value). A difference is beyond noise when its interval excludes 0 and p < 0.05. The "
         "rq1_test tables are the same on the whole test split, where the pipeline evaluated it.",
+    ),
+    (
+        "seeds",
+        "Training seeds as replication",
+        ["seeds", "seeds_test"],
+        "Each method's runs that differ only in their training seed (train.seed) pooled: the difference of the "
+        "means over seeds of the mean Avg@k / Pass@k over tasks, with a 95% two-level bootstrap interval (tasks "
+        "resampled, paired, and each side's seeds resampled, 10,000 seeded resamples), so the interval holds the "
+        "training run's noise as well as the evaluation's; seeds_a / seeds_b: the runs on each side; per_seed_avg: "
+        "seed S against seed S (against the base policy: every seed), paired over tasks; spread: the standard "
+        "deviation of a side's per-seed Avg@k. Beyond noise as in RQ1: the interval excludes 0 and the sign-flip "
+        "test over tasks (on each side's mean over seeds) gives p < 0.05. With one seed each this is the RQ1 "
+        "comparison. seeds_test: the same on the test split.",
     ),
     (
         "rq2",

@@ -9,7 +9,7 @@ that deploys a harness: "best"); a bare training run (e.g. an RQ3 router variant
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -35,6 +35,8 @@ class Method:
     segments: tuple[str, ...] = ()  # every training run, in order, when there are several (coupled HarnessX)
     search_runs: tuple[str, ...] = ()  # a search baseline's harness selections
     collection_runs: tuple[str, ...] = ()  # a fine-tuning baseline's collections and fine-tuning runs
+    seed: int | None = None  # the training seed (train.seed): runs of one method that differ in it are replicates
+    group: str = ""  # the method without its seed: the runs a seed-aware comparison pools (the label by default)
 
     @property
     def train_run_ids(self) -> tuple[str, ...]:
@@ -87,6 +89,8 @@ def method_of(session: Session, run: Run) -> Method:
         evaluations=evaluations,
         batch_tasks=train_config.get("batch_tasks"),
         segments=tuple((run.results or {}).get("segments", ())),
+        seed=train_config.get("seed"),
+        group=label,
         **_baseline_runs(run),
     )
 
@@ -104,14 +108,32 @@ def _baseline_runs(run: Run) -> dict[str, tuple[str, ...]]:
 
 
 def resolve_methods(session: Session, main: str, baselines: list[str]) -> list[Method]:
-    """The main method first, then the baselines; duplicate labels get the run name appended."""
+    """The main method first, then the baselines. Runs of one method with distinct training seeds
+    are replicates: labelled 'METHOD seed S', one group. Other duplicate labels get the run name
+    appended and stay groups of their own."""
     runs = [find_run(session, main)] + [find_run(session, b) for b in baselines]
     methods = [method_of(session, r) for r in runs]
-    labels = [m.label for m in methods]
-    return [
-        m if labels.count(m.label) == 1 else Method(**{**m.__dict__, "label": f"{m.label} [{r.name}]"})
-        for m, r in zip(methods, runs)
-    ]
+    seeds_by_label: dict[str, list[int | None]] = {}
+    for m in methods:
+        seeds_by_label.setdefault(m.label, []).append(m.seed)
+
+    def relabelled(m: Method, run: Run) -> Method:
+        seeds = seeds_by_label[m.label]
+        if len(seeds) == 1:
+            return m
+        if None not in seeds and len(set(seeds)) == len(seeds):
+            return replace(m, label=f"{m.label} seed {m.seed}")
+        return replace(m, label=f"{m.label} [{run.name}]", group=f"{m.label} [{run.name}]")
+
+    return [relabelled(m, r) for m, r in zip(methods, runs)]
+
+
+def seed_groups(methods: list[Method]) -> dict[str, list[Method]]:
+    """group -> its runs (replicates over training seeds), in the order the groups first appear."""
+    groups: dict[str, list[Method]] = {}
+    for m in methods:
+        groups.setdefault(m.group or m.label, []).append(m)
+    return groups
 
 
 def runs_of(methods: list[Method]) -> set[str]:
