@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from sqlalchemy.orm import Session
 
-from analysis import comparisons, figures, research
+from analysis import comparisons, figures, research, transfer
 from analysis.pool import phenomena_tables
 from analysis.resources import resource_table
 from analysis.runs import Method, pool_reports, resolve_methods
@@ -40,6 +40,7 @@ def build_report(session: Session, main: str, baselines: list[str], pools: list[
         "rq1_test_differences": comparisons.evaluation_differences(session, methods, prefix="test-"),
         "seeds": comparisons.seed_differences(session, methods),
         "seeds_test": comparisons.seed_differences(session, methods, prefix="test-"),
+        "transfer": transfer.transfer_table(session, methods),
         "rq2": signals,
         "rq2_differences": comparisons.signal_differences(signals),
         "rq2_validation": research.rq2_validation(session, methods),
@@ -82,6 +83,7 @@ def _display(key: str, df: pd.DataFrame) -> pd.DataFrame:
 EMPTY = {  # what an empty table means, where it is a finding rather than missing runs
     "rq4_transfers": "_none: no evaluation task the base policy never solved under H0 was solved after training._",
     "rq3_ablation": "_needs both an adaptive and a fixed_profiles run among the compared runs._",
+    "transfer": "_no trained-tasks evaluations: set evaluate.trained_tasks_k in the pipeline config._",
     "seeds_test": "_no test-split evaluation: set evaluate.test_seeds in the pipeline config._",
     "rq1_test": "_no test-split evaluation: set evaluate.test_seeds in the pipeline config._",
     "rq1_test_differences": "_no test-split evaluation: set evaluate.test_seeds in the pipeline config._",
@@ -138,6 +140,16 @@ def readings(report: Report) -> dict[str, str]:
     ]
     if seeds:
         out["seeds"] = "; ".join(seeds) + "."
+    moved = t["transfer"]
+    if not moved.empty:
+        out["transfer"] = (
+            "; ".join(
+                f"{r['category']}, {r['comparison']}: {r['diff']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] over "
+                f"{r['n_tasks']} tasks ({r['seeds']} seeds), {r['verdict']}"
+                for _, r in moved[moved["category"] != "alive"].iterrows()
+            )
+            + "."
+        )
     s = t["rq2_differences"]
     if not s.empty:
         out["rq2"] = (
@@ -298,6 +310,17 @@ SECTIONS = [
         "deviation of a side's per-seed Avg@k. Beyond noise as in RQ1: the interval excludes 0 and the sign-flip "
         "test over tasks (on each side's mean over seeds) gives p < 0.05. With one seed each this is the RQ1 "
         "comparison. seeds_test: the same on the test split.",
+    ),
+    (
+        "transfer",
+        "Transfer on the rescued tasks",
+        ["transfer"],
+        "Every training task the main run drew, by what its first H0 group gave: rescued (dead, and the rescue "
+        "had a success), dead and not rescued (the control), alive. Its H0 Avg@k at the end of training (the "
+        "trained-tasks evaluations: fresh seeds) under the main method, under each other method trained with the "
+        "same seed (the same tasks; for GRPO a dead group gave no signal) and under the warm start; a_avg / b_avg: "
+        "the two sides' means, diff: a - b in points, paired over (seed, task) with seeds pooled (95% paired "
+        "bootstrap, sign-flip p).",
     ),
     (
         "rq2",

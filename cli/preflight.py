@@ -100,7 +100,7 @@ def pipeline_preflight(cfg, database_url: str | None) -> None:
     train_cfg = training_config(cfg, cfg.pool_version)
     train_id = train_run_id(train_cfg)
     for evaluation in evaluation_configs(
-        cfg, train_cfg, train_id, rl_checkpoint_name(train_id, train_cfg.updates)
+        cfg, train_cfg, train_id, rl_checkpoint_name(train_id, train_cfg.updates), trained_tasks=[]
     ).values():
         run_id_for(evaluation)
     open_database(database_url, write=True)

@@ -26,6 +26,14 @@ def print_metrics(console: Console, cfg, result: dict) -> None:
     console.print(table)
     console.print(f"run {result['run_id']} · evaluation {result['evaluation_id']}")
     console.print(f"Pass@{k}: {_pm(overall['pass'])}  Avg@{k}: {_pm(overall['avg'])}", highlight=False, soft_wrap=True)
+    dead = {name: 100.0 - block["pass"]["mean"] for name, block in result["per_type"].items()}
+    console.print(  # a training group of k rollouts on such a task has no success: GRPO gets no signal from it
+        f"dead (no success in {k}): {100.0 - overall['pass']['mean']:.1f}% of tasks ("
+        + ", ".join(f"{name} {share:.1f}%" for name, share in dead.items())
+        + ")",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def print_training(console: Console, result: dict) -> None:

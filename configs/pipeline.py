@@ -41,6 +41,14 @@ class PipelineEvalConfig(_Frozen):
         description="Also evaluate on the whole test split (standard) with this many seeds, as 'test-before', "
         "'test-after' and 'test-rank1' (each where its dev counterpart is on); 0 = no test evaluation.",
     )
+    trained_tasks_k: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="Also evaluate under H0, with this many rollouts and one seed, every training task the run "
+        "drew (the tasks of its first H0 groups): the starting weights as 'trained-tasks-before', the trained as "
+        "'trained-tasks-after' (the report's transfer on rescued tasks); 0 = off.",
+    )
     group_concurrency: int = Field(default=8, ge=1, le=64, description="Rollout groups in flight per evaluation.")
 
 

@@ -6,7 +6,8 @@ Phases, each a subflow with its own persisted tasks (so a re-run skips finished 
   2. train with GRPO + harness rescue from that pool (re-anchoring every reanchor_every updates);
   3. evaluate under H0 the starting weights ("before") and the trained weights ("after"), the
      trained weights with Rank-1 routing over the pool, and under harnesses outside the pool
-     (RQ6), each over `evaluate.seeds` seeds;
+     (RQ6), each over `evaluate.seeds` seeds; with `evaluate.trained_tasks_k`, the starting and
+     trained weights under H0 on the training tasks the run drew (transfer on the rescued tasks);
   4. one results table, stored as the pipeline's run row.
 The phases are functions, so `hs stage` (the DVC stages, cli/stages.py) runs the same ones.
 
@@ -34,6 +35,7 @@ from tasks.pipeline import (
     evaluation_configs,
     pipeline_run_id,
     record_results,
+    trained_task_ids,
     training_config,
 )
 
@@ -54,10 +56,9 @@ def train_policy(cfg: PipelineConfig, pool_version: str | None, database_url: st
 def evaluate_policy(cfg: PipelineConfig, pool_version: str | None, trained: dict, database_url: str | None) -> dict:
     """Phase 3: every evaluation label (before, after, Rank-1, outside harnesses) -> its result."""
     train_cfg = training_config(cfg, pool_version)
-    return {
-        label: {**evaluate(e, database_url), "harness": e.harness}
-        for label, e in evaluation_configs(cfg, train_cfg, trained["run_id"], trained["checkpoint"]).items()
-    }
+    drawn = trained_task_ids(trained["run_id"], database_url) if cfg.evaluate.trained_tasks_k else []
+    configs = evaluation_configs(cfg, train_cfg, trained["run_id"], trained["checkpoint"], drawn or None)
+    return {label: {**evaluate(e, database_url), "harness": e.harness} for label, e in configs.items()}
 
 
 @flow(

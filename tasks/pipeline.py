@@ -7,6 +7,7 @@ the one PipelineConfig into each phase's config and the phases' results into one
 from __future__ import annotations
 
 from prefect import task
+from sqlalchemy import text
 
 from analysis.comparisons import paired_difference, task_scores
 from analysis.statistics import wilson
@@ -75,11 +76,16 @@ TEST_SPLIT = {"split": "standard", "every": 1, "limit": None}  # the whole test 
 
 
 def evaluation_configs(
-    cfg: PipelineConfig, train_cfg: TrainConfig, train_run_id: str, trained_checkpoint: str
+    cfg: PipelineConfig,
+    train_cfg: TrainConfig,
+    train_run_id: str,
+    trained_checkpoint: str,
+    trained_tasks: list[str] | None = None,
 ) -> dict[str, EvalConfig]:
     """label -> evaluation: before (start weights, H0), after (H0), rank1 (after), rank1-before (start weights,
     first re-anchor's profiles), outside harnesses (after); with test_seeds, test-before, test-after and
-    test-rank1 on the whole test split."""
+    test-rank1 on the whole test split; with trained_tasks_k and the training run's tasks
+    (:func:`trained_task_ids`), trained-tasks-before and trained-tasks-after on those tasks."""
     ev = cfg.evaluate
 
     def one(label: str, checkpoint: str, **extra) -> EvalConfig:
@@ -110,7 +116,21 @@ def evaluation_configs(
             if label in out:
                 extra = {k: v for k, v in out[label].model_dump().items() if k in ("routing", "pool", "profiles_run")}
                 out[f"test-{label}"] = one(f"test-{label}", out[label].checkpoint, **extra, **test)
+    if ev.trained_tasks_k and trained_tasks is not None:  # transfer on the tasks training drew (H0, fresh seeds)
+        drawn = {"split": "train", "every": 1, "limit": None, "task_ids": trained_tasks, "k": ev.trained_tasks_k}
+        for label, checkpoint in (("before", init_checkpoint(train_cfg)), ("after", trained_checkpoint)):
+            out[f"trained-tasks-{label}"] = one(f"trained-tasks-{label}", checkpoint, seeds=1, **drawn)
     return out
+
+
+def trained_task_ids(train_run_id: str, database_url: str | None) -> list[str]:
+    """The benchmark tasks a training run drew: those of its first H0 groups (role 'h0'), sorted."""
+    with session_scope(get_engine(database_url)) as session:
+        rows = session.execute(
+            text("SELECT DISTINCT bench_task_id FROM rollout_groups WHERE run_id = :r AND role = 'h0'"),
+            {"r": train_run_id},
+        )
+        return sorted(r[0] for r in rows)
 
 
 DIFFERENCES = {  # label of the paired comparison -> (evaluation label, evaluation label it is compared with)

@@ -87,7 +87,7 @@ def create_app(database_url: str) -> Starlette:
                 "run.html", run=run, benchmark=queries.benchmark_of(run), method=queries.method_of(run),
                 steps=steps, charts=queries.charts(steps), counts=queries.group_counts(s, run.id),
                 groups=[] if steps else queries.groups(s, run.id, page=page), page=page, spent=spent,
-                names=queries.harness_names(s),
+                names=queries.harness_names(s), drawn=queries.drawn_tasks(s, run),
             )  # fmt: skip
 
     def update_page(request: Request) -> HTMLResponse:

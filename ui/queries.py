@@ -292,3 +292,23 @@ def paired_runs(session: Session, a: str, b: str) -> dict:
         "rows": rows, "interval": interval, "p": p, "verdict": verdict(interval, p),
         "only_a": len(rates_a) - len(tasks), "only_b": len(rates_b) - len(tasks),
     }  # fmt: skip
+
+
+def drawn_tasks(session: Session, run: Run) -> list[dict]:
+    """A pipeline run's training tasks by what their first H0 group gave (rescued, dead and not
+    rescued, alive: analysis/transfer.py), with each one's H0 success rate under the warm start and
+    after training from the trained-tasks evaluations; empty when the run has none."""
+    from analysis.transfer import CATEGORIES, task_categories
+
+    results = (run.results or {}) if run.kind == "pipeline" else {}
+    evaluations = {label: e.get("run_id") for label, e in (results.get("evaluations") or {}).items()}
+    after, before = evaluations.get("trained-tasks-after"), evaluations.get("trained-tasks-before")
+    if not (results.get("train_run_id") and after):
+        return []
+    rates_after, rates_before = task_success(session, after), task_success(session, before) if before else {}
+    categories = task_categories(session, results["train_run_id"])
+    rows = [
+        {"task": t, "category": c, "before": rates_before.get(t), "after": rates_after.get(t), "eval": after}
+        for t, c in categories.items()
+    ]
+    return sorted(rows, key=lambda r: (CATEGORIES.index(r["category"]), r["task"]))

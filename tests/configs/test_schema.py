@@ -102,6 +102,23 @@ def test_pipeline_test_split_evaluations_mirror_their_dev_counterparts():
     assert not {k for k in evaluation_configs(PipelineConfig(train={}), train, "r", "c") if k.startswith("test-")}
 
 
+def test_trained_tasks_evaluations_run_h0_on_the_drawn_tasks_with_one_seed_before_and_after():
+    from configs.pipeline import PipelineConfig
+    from tasks.pipeline import evaluation_configs, training_config
+
+    cfg = PipelineConfig(train={}, evaluate={"seeds": 3, "k": 3, "trained_tasks_k": 8})
+    train = training_config(cfg, None)
+    drawn = ["dbbench/train/0001", "dbbench/train/0007"]
+    evals = evaluation_configs(cfg, train, "train-run", "ckpt-u20", drawn)
+    before, after = evals["trained-tasks-before"], evals["trained-tasks-after"]
+    for e in (before, after):
+        assert (e.split, e.task_ids, e.k, e.seeds, e.harness, e.routing) == ("train", drawn, 8, 1, "h0", "h0")
+    assert after.checkpoint == "ckpt-u20" and before.checkpoint == evals["before"].checkpoint
+    assert "trained-tasks-after" not in evaluation_configs(cfg, train, "r", "c")  # the tasks are known after training
+    off = PipelineConfig(train={})
+    assert not {k for k in evaluation_configs(off, train, "r", "c", drawn) if k.startswith("trained-tasks")}
+
+
 def test_the_shipped_defaults_run_the_method_and_the_ablation_says_what_it_changes():
     from configs.schema import RouterConfig, TrainConfig
     from tasks.run_identity import train_run_id
