@@ -75,12 +75,30 @@ def train_preflight(cfg, database_url: str | None) -> None:
     names = {cfg.harness, *(cfg.mixture if training_mode(cfg.mode).needs_mixture else [])}
     harnesses = [load_harness(name, cfg.env.benchmark) for name in names] + resolve_pool(cfg.pool, cfg.env.benchmark)
     check_training_split(cfg.env.benchmark, cfg.env.data_dir)
+    check_task_ids(cfg)
     check_sandbox(cfg.env.benchmark, harnesses)
     url, run_id = open_database(database_url, write=True), train_run_id(cfg)
     check_resumed_harnesses(run_id, harnesses, url)
     check_recorded_updates(cfg, run_id, url, restore=False)  # before Prefect or the model starts
     if warm_start_config(cfg) is None:  # a warm-start checkpoint is built on first use
         resolve_model(init_checkpoint(cfg))
+
+
+def check_task_ids(cfg) -> None:
+    """A train config's task_ids that are not tasks of its training split: one line, before anything
+    runs (skipped while the split is still to be built)."""
+    from configs.schema import ConfigError
+    from envs.base import DataError
+    from tasks.run_identity import TrainingError, task_sets
+
+    if cfg.task_ids is None:
+        return
+    try:
+        task_sets(cfg)
+    except TrainingError as exc:
+        raise ConfigError(str(exc)) from None
+    except DataError:
+        pass  # no training split yet: the pipeline builds it, then the flow says the same
 
 
 def pipeline_preflight(cfg, database_url: str | None) -> None:
@@ -106,6 +124,7 @@ def pipeline_preflight(cfg, database_url: str | None) -> None:
     open_database(database_url, write=True)
     env = cfg.train.env
     check_training_split(env.benchmark, env.data_dir, missing_ok=True)  # built by the pipeline when missing
+    check_task_ids(train_cfg)
     if cfg.pool_version:
         load_pool(cfg.pool_version, cfg.train.env.benchmark)
     elif cfg.evolve is None:

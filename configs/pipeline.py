@@ -16,6 +16,7 @@ from configs.schema import EvolveConfig, TrainConfig, WandbMode, _Frozen, expand
 
 class PipelineEvalConfig(_Frozen):
     NOT_IDENTITY = frozenset({"group_concurrency"})
+    LATER_FIELDS = frozenset({"trained_tasks_k"})
     split: Literal["dev", "standard", "test"] = Field(
         default="dev", description="dev = validation; standard (DBBench) or test (TextWorld) = test."
     )

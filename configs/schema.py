@@ -502,7 +502,7 @@ class ReplayConfig(_Frozen):
 
 class TrainConfig(TrackedRunConfig):
     NOT_IDENTITY = TrackedRunConfig.NOT_IDENTITY | {"state_dir"}
-    LATER_FIELDS = frozenset({"bandit_exploration", "replay", "rollout_budget"})
+    LATER_FIELDS = frozenset({"bandit_exploration", "replay", "rollout_budget", "task_ids"})
     name: str = Field(default="train", description="Run name prefix; the run id is derived from the whole config.")
     mode: str = Field(
         default=Mode.HARNESS_S.value,
@@ -543,6 +543,12 @@ class TrainConfig(TrackedRunConfig):
     tiers: list[TierName] | None = Field(default=None, description="Training-split tiers to train on; None = all.")
     n_tasks: int | None = Field(
         default=None, ge=1, description="Use the first N training tasks (after tiers); None = all."
+    )
+    task_ids: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Train only on these tasks of the training split (after tiers; validation tasks are left "
+        "out), e.g. the tasks where the warm start's H0 groups are dead (configs/hard/); None = all.",
     )
     updates: int = Field(default=20, ge=1, description="GRPO updates (steps).")
     batch_tasks: int = Field(default=4, ge=1, description="Benchmark tasks per update.")

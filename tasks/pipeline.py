@@ -118,7 +118,8 @@ def evaluation_configs(
                 out[f"test-{label}"] = one(f"test-{label}", out[label].checkpoint, **extra, **test)
     if ev.trained_tasks_k and trained_tasks is not None:  # transfer on the tasks training drew (H0, fresh seeds)
         drawn = {"split": "train", "every": 1, "limit": None, "task_ids": trained_tasks, "k": ev.trained_tasks_k}
-        for label, checkpoint in (("before", init_checkpoint(train_cfg)), ("after", trained_checkpoint)):
+        weights = {"before": init_checkpoint(train_cfg)} if ev.before else {}  # else the main run's (same tasks)
+        for label, checkpoint in {**weights, "after": trained_checkpoint}.items():
             out[f"trained-tasks-{label}"] = one(f"trained-tasks-{label}", checkpoint, seeds=1, **drawn)
     return out
 

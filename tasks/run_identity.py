@@ -62,6 +62,17 @@ def task_sets(cfg: TrainConfig) -> tuple[list, list]:
         val, train = train[-cfg.validation.n_tasks :], train[: -cfg.validation.n_tasks]
     else:
         val = bench_tasks(cfg.env, cfg.validation.split, limit=cfg.validation.n_tasks)
+    if cfg.task_ids is not None:
+        known = {t.id for t in train}
+        unknown = [t for t in cfg.task_ids if t not in known]
+        if unknown:
+            raise TrainingError(
+                f"task_ids {', '.join(unknown[:3])}{' ...' if len(unknown) > 3 else ''} are not training tasks of "
+                f"this run (tiers {cfg.tiers or 'all'}, validation tasks left out): ids look like "
+                f"{cfg.env.benchmark}/train/0007"
+            )
+        wanted = set(cfg.task_ids)
+        train = [t for t in train if t.id in wanted]
     return (train[: cfg.n_tasks] if cfg.n_tasks else train), val
 
 

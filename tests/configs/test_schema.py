@@ -115,6 +115,10 @@ def test_trained_tasks_evaluations_run_h0_on_the_drawn_tasks_with_one_seed_befor
         assert (e.split, e.task_ids, e.k, e.seeds, e.harness, e.routing) == ("train", drawn, 8, 1, "h0", "h0")
     assert after.checkpoint == "ckpt-u20" and before.checkpoint == evals["before"].checkpoint
     assert "trained-tasks-after" not in evaluation_configs(cfg, train, "r", "c")  # the tasks are known after training
+    no_before = PipelineConfig(train={}, evaluate={"before": False, "trained_tasks_k": 8})
+    assert [k for k in evaluation_configs(no_before, train, "r", "c", drawn) if k.startswith("trained")] == [
+        "trained-tasks-after"
+    ]
     off = PipelineConfig(train={})
     assert not {k for k in evaluation_configs(off, train, "r", "c", drawn) if k.startswith("trained-tasks")}
 

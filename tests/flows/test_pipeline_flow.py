@@ -17,7 +17,7 @@ from analysis.report import build_report
 from configs.pipeline import PipelineConfig
 from configs.schema import ConfigError, load_config
 from db.engine import make_engine, session_scope
-from db.models import Evaluation, RouterDecision, Run, Trajectory
+from db.models import Evaluation, RolloutGroup, RouterDecision, Run, Trajectory
 from harness_pool.pool_store import load_pool
 from harness_pool.spec import load_harness
 
@@ -54,6 +54,7 @@ def tiny_pipeline(tmp_path, **changes) -> PipelineConfig:
             "group_concurrency": 2,
             "rank1_before": True,
             "outside": ["fc_tools"],
+            "trained_tasks_k": 1,
         },
     }
     data.update(changes)
@@ -96,7 +97,15 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(pi
     tmp_path, cfg, url, result = (pipeline_run[k] for k in ("tmp_path", "cfg", "url", "result"))
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
 
-    assert list(result["evaluations"]) == ["before", "after", "rank1", "rank1-before", "outside-fc_tools"]
+    assert list(result["evaluations"]) == [
+        "before",
+        "after",
+        "rank1",
+        "rank1-before",
+        "outside-fc_tools",
+        "trained-tasks-before",
+        "trained-tasks-after",
+    ]
     assert result["checkpoint"] == f"{result['train_run_id']}-u1"
     assert result["training"]["updates"] == 1
     phases = result["phase_seconds"]  # this invocation's wall time by phase, printed by hs run
@@ -122,7 +131,17 @@ def test_pipeline_trains_on_the_frozen_pool_evaluates_every_label_and_reports(pi
             "rank1": result["checkpoint"],
             "rank1-before": "smollm2-135m",
             "outside-fc_tools": result["checkpoint"],
+            "trained-tasks-before": "smollm2-135m",
+            "trained-tasks-after": result["checkpoint"],
         }
+        drawn = s.scalars(  # the one task the one update drew, evaluated under H0 on the training split
+            select(RolloutGroup.bench_task_id).where(
+                RolloutGroup.run_id == result["train_run_id"], RolloutGroup.role == "h0"
+            )
+        ).all()
+        for label in ("trained-tasks-before", "trained-tasks-after"):
+            config = s.get(Run, result["evaluations"][label]["run_id"]).config
+            assert (config["split"], config["task_ids"], config["k"]) == ("train", sorted(set(drawn)), 1)
         for label, version in (("rank1", 1), ("rank1-before", 0)):  # newest profiles vs the first re-anchor's
             run_id = result["evaluations"][label]["run_id"]
             decisions = s.scalars(select(RouterDecision).where(RouterDecision.run_id == run_id)).all()
