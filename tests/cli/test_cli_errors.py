@@ -89,6 +89,12 @@ def test_train_with_a_broken_sibling_harness(tmp_path, train_dir):
     assert "broken.yaml" in text
 
 
+def test_train_on_task_ids_outside_the_training_split(train_dir):
+    sets = ["--set", "task_ids=[dbbench/train/0001, dbbench/train/9999]", "--set", "validation.split=train"]
+    text = _one_line_error(runner.invoke(app, ["train", "--config", "configs/train_dbbench_smol.yaml", *sets]))
+    assert "task_ids dbbench/train/9999 are not training tasks" in text and "dbbench/train/0007" in text
+
+
 def test_eval_of_a_missing_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setenv("HS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
     text = _one_line_error(
