@@ -29,11 +29,13 @@ if ! grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null; then   # docs/r
 fi
 
 BASELINES=(frozen_evolution harness_bandit harnessx whale harness_forge harnessx_coupled)   # issue 22
-STEPS=(harness_s grpo h0_rescue fixed_mixture random fixed_profiles pool "${BASELINES[@]}")
+SEED_STEPS=(harness_s:1 grpo:1 harness_s:2 grpo:2)   # issue 52: training seeds 1 and 2 of the method and GRPO
+STEPS=(harness_s grpo h0_rescue fixed_mixture random fixed_profiles pool "${BASELINES[@]}" "${SEED_STEPS[@]}")
 declare -A RUN_NAME=([harness_s]=main-harness-s [grpo]=main-grpo [h0_rescue]=main-h0-rescue
   [fixed_mixture]=main-fixed-mixture [random]=main-random [fixed_profiles]=main-fixed-profiles
   [frozen_evolution]=main-frozen-evolution [harness_bandit]=main-harness-bandit [harnessx]=main-harnessx
   [whale]=main-whale [harness_forge]=main-harness-forge [harnessx_coupled]=main-harnessx-coupled)
+for step in "${SEED_STEPS[@]}"; do RUN_NAME[$step]=${RUN_NAME[${step%%:*}]}-seed${step##*:}; done
 
 [[ -f $EXPORT.xz && ! -f $EXPORT ]] && xz -dk "$EXPORT.xz"   # rows.db: the uncompressed export, not committed
 exported() { [[ -f $EXPORT ]] && [[ -n "$(sqlite3 "$EXPORT" "SELECT id FROM runs WHERE name = '$1' AND status = 'completed'")" ]]; }
@@ -50,6 +52,9 @@ run_step() {
     pool) pool_reports ;;                                          # phenomena on real evidence
     frozen_evolution | harness_bandit | harnessx | whale | harness_forge | harnessx_coupled)   # the paper's table
       log "baseline $step"; hs run configs/baselines/$step.yaml ;;
+    harness_s:[0-9]* | grpo:[0-9]*)                               # another training seed (issue 52)
+      log "pipeline ${step%%:*}, training seed ${step##*:}"
+      hs run configs/main/${step%%:*}.yaml --set name=$name --set train.name=$name-train --set train.seed=${step##*:} ;;
     *) echo "unknown step '$step'; steps: ${STEPS[*]} report" >&2; exit 2 ;;
   esac
 }
@@ -91,7 +96,7 @@ if ((${#finished[@]})); then hs db copy --from "$WORK" --to "sqlite:///$EXPORT" 
 
 log "report"
 baselines=()
-for step in grpo h0_rescue fixed_mixture random fixed_profiles "${BASELINES[@]}"; do
+for step in grpo h0_rescue fixed_mixture random fixed_profiles "${BASELINES[@]}" "${SEED_STEPS[@]}"; do
   exported "${RUN_NAME[$step]}" && baselines+=(--baseline "${RUN_NAME[$step]}")
 done
 for name in "${POOL_RUNS[@]}"; do exported "$name" && baselines+=(--pool-report "$name"); done
