@@ -35,7 +35,10 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 SETTINGS = {
     "fp32 + old pass, micro 2": {"micro_batch": 2, "dtype": "float32", "old_pass": True},
     "fp32, micro 2": {"micro_batch": 2, "dtype": "float32"},
+    "bf16, micro 1": {"micro_batch": 1, "dtype": "bfloat16"},
+    "bf16, micro 1 + grad ckpt": {"micro_batch": 1, "dtype": "bfloat16", "gradient_checkpointing": True},
     "bf16, micro 2": {"micro_batch": 2, "dtype": "bfloat16"},
+    "bf16, micro 2 + grad ckpt": {"micro_batch": 2, "dtype": "bfloat16", "gradient_checkpointing": True},
     "bf16, micro 4": {"micro_batch": 4, "dtype": "bfloat16"},
     "bf16, micro 8": {"micro_batch": 8, "dtype": "bfloat16"},
     "bf16, micro 8 + grad ckpt": {"micro_batch": 8, "dtype": "bfloat16", "gradient_checkpointing": True},
