@@ -11,25 +11,29 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-REPORT = Path(__file__).resolve().parents[2] / "reports" / "dbbench-main"
+REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
 
-@pytest.mark.skipif(not (REPORT / "rows.db.xz").exists(), reason="no committed export yet")
-def test_hs_report_regenerates_the_committed_report_from_the_committed_export(tmp_path):
+@pytest.mark.parametrize("name", ["dbbench-main", "dbbench-hard"])
+def test_hs_report_regenerates_the_committed_report_from_the_committed_export(tmp_path, name):
     from cli.main import app
 
+    report_dir = REPORTS / name
+    if not (report_dir / "rows.db.xz").exists():
+        pytest.skip("no committed export yet")
+
     db = tmp_path / "rows.db"
-    with lzma.open(REPORT / "rows.db.xz") as source, db.open("wb") as target:
+    with lzma.open(report_dir / "rows.db.xz") as source, db.open("wb") as target:
         shutil.copyfileobj(source, target)
-    committed = (REPORT / "report.md").read_text()
+    committed = (report_dir / "report.md").read_text()
     line = committed.split("\n")[2]
     # As written, it works on a fresh checkout: decompress the export, then read it.
     prepare = re.fullmatch(r"Reproduce: `xz -dk (\S+)\.xz` \(once, on a fresh checkout\), then `hs report (.*)`", line)
     assert prepare, f"report.md names the steps that wrote it: {line[:120]}"
-    assert prepare.group(1) == "reports/dbbench-main/rows.db"
+    assert prepare.group(1) == f"reports/{name}/rows.db"
     args = prepare.group(2).split()
-    assert args[args.index("--database-url") + 1] == "sqlite:///reports/dbbench-main/rows.db"
-    assert args[args.index("--out") + 1] == "reports/dbbench-main"
+    assert args[args.index("--database-url") + 1] == f"sqlite:///reports/{name}/rows.db"
+    assert args[args.index("--out") + 1] == f"reports/{name}"
     args[args.index("--database-url") + 1] = f"sqlite:///{db}"  # the copy decompressed here
     args[args.index("--out") + 1] = str(tmp_path / "out")
     result = CliRunner().invoke(app, ["report", *args])
