@@ -198,7 +198,8 @@ def _seed_row(label: str, a: tuple[list, list[dict]], b: tuple[list, list[dict]]
         return np.array([[r[t][i] for t in tasks] for r in runs])
 
     # seed S of a against seed S of b; against a side of one run (the base policy), every seed of a
-    partner = {s: runs_b[0] if len(runs_b) == 1 else dict(zip(seeds_b, runs_b)).get(s) for s in seeds_a}
+    by_seed = dict(zip(seeds_b, runs_b))
+    partner = {s: runs_b[0] if len(runs_b) == 1 else by_seed.get(s) for s in seeds_a}
     row: dict = {"comparison": label, "seeds_a": len(runs_a), "seeds_b": len(runs_b), "n_tasks": len(tasks)}
     words = []
     for i, metric in ((1, "avg"), (0, "pass")):

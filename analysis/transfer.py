@@ -79,25 +79,22 @@ def transfer_table(session: Session, methods: list[Method]) -> pd.DataFrame:
                     pairs[(category, label)].append((scores[a][task][1], scores[b][task][1]))
                     seeds[(category, label)].add(m.seed)
     rows = []
-    for category in CATEGORIES:
-        for (cat, label), units in pairs.items():
-            if cat != category:
-                continue
-            a, b = [x for x, _ in units], [y for _, y in units]
-            interval, p_value = paired_bootstrap(a, b), sign_flip_test(a, b)
-            rows.append(
-                {
-                    "category": category,
-                    "comparison": label,
-                    "seeds": len(seeds[(cat, label)]),
-                    "n_tasks": len(units),
-                    "a_avg": fmean(a),
-                    "b_avg": fmean(b),
-                    "diff": interval.estimate,
-                    "low": interval.low,
-                    "high": interval.high,
-                    "p": p_value,
-                    "verdict": verdict(interval, p_value),
-                }
-            )
+    for (category, label), units in sorted(pairs.items(), key=lambda kv: CATEGORIES.index(kv[0][0])):
+        a, b = [x for x, _ in units], [y for _, y in units]
+        interval, p_value = paired_bootstrap(a, b), sign_flip_test(a, b)
+        rows.append(
+            {
+                "category": category,
+                "comparison": label,
+                "seeds": len(seeds[(category, label)]),
+                "n_tasks": len(units),
+                "a_avg": fmean(a),
+                "b_avg": fmean(b),
+                "diff": interval.estimate,
+                "low": interval.low,
+                "high": interval.high,
+                "p": p_value,
+                "verdict": verdict(interval, p_value),
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS)
