@@ -1,6 +1,11 @@
 """Environment defaults of every `hs` process (and of the test suite), set before Prefect,
 transformers or tokenizers are imported: a patient temporary Prefect API, no analytics, no
-hub access, quiet transformers, no tokenizer thread pools. A value already set wins."""
+hub access, quiet transformers, no tokenizer thread pools, and torch's OpenMP threads that sleep
+instead of spinning while they wait (`OMP_WAIT_POLICY=PASSIVE`, read once when torch loads): on
+these 2-core machines a spinning thread keeps its core from the thread it waits for whenever
+another process (a sandbox, the database, a neighbour) holds the other core, and a decode step
+then waits out scheduler time slices, 20x slower (benchmarks/omp_wait.py, docs/results.md). A
+value already set wins."""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ DEFAULTS = {
     "HF_HUB_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
+RUN_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}  # also given to every deployed flow run (`hs deploy`)
+DEFAULTS.update(RUN_DEFAULTS)
 
 
 def apply_defaults(extra: dict[str, str] | None = None) -> None:

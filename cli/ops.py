@@ -97,10 +97,11 @@ def deploy_cmd(
     """Register every flow as a deployment on a process work pool, so runs can be started (with a
     form of typed parameters) and scheduled from the Prefect UI; then start a worker:
     `prefect worker start --pool harness-s`."""
+    from cli.environment import RUN_DEFAULTS
     from configs.schema import ConfigError
     from infra.deploy import deploy_all
 
-    pairs = {}
+    pairs = dict(RUN_DEFAULTS)
     for item in env or []:
         if "=" not in item:
             raise ConfigError(f"--env {item!r}: write KEY=VALUE")
