@@ -65,3 +65,34 @@ def test_a_few_updates_change_weights_and_lower_heldout_loss(train_dir, smol_pol
     assert len(losses) == 4 and all(loss > 0 for loss in losses)
     assert not torch.equal(before_weights, model.model.layers[0].self_attn.q_proj.weight)
     assert after < before
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_recomputing_activations_trains_the_same_weights(dtype):
+    """The warm start recomputes activations by default (SftConfig.gradient_checkpointing), which
+    is left out of the checkpoint name: so it must train the very same weights. A tiny random
+    Llama, two updates of two micro-batches, with and without."""
+    import copy
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rl.memory import checkpoint_activations
+    from rl.sft import SftExample
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
+    plain = LlamaForCausalLM(config)
+    initial, recomputed = copy.deepcopy(plain), copy.deepcopy(plain)
+    checkpoint_activations(recomputed)
+    assert recomputed.is_gradient_checkpointing and not plain.is_gradient_checkpointing
+    rng = random.Random(0)
+    examples = []
+    for _ in range(8):
+        n = rng.randint(6, 20)
+        examples.append(SftExample("t", [rng.randrange(64) for _ in range(n)], [0] * (n // 2) + [1] * (n - n // 2)))
+    for model in (plain, recomputed):
+        train_sft(model, examples, pad_id=0, steps=2, batch_size=4, lr=1e-2, seed=0, dtype=dtype)
+    assert not all(torch.equal(a, b) for a, b in zip(plain.parameters(), initial.parameters()))  # it did train
+    for (name, a), b in zip(plain.named_parameters(), recomputed.parameters()):
+        assert torch.equal(a, b), name
