@@ -14,11 +14,12 @@ Run: HS_DATA_DIR=../shared/data .venv/bin/python benchmarks/bfcl_prompt_tokens.p
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+from cli.environment import apply_defaults  # noqa: E402
+
+apply_defaults()  # the environment of every hs process (OpenMP threads that sleep while waiting), before torch loads
 
 from configs.schema import SftConfig, load_config  # noqa: E402
 from envs.registry import benchmark  # noqa: E402

@@ -18,8 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
+from cli.environment import apply_defaults
+
+apply_defaults()  # the environment of every hs process (OpenMP threads that sleep while waiting), before torch loads
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe, interleaved, measure  # noqa: E402

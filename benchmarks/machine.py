@@ -4,7 +4,8 @@ A figure from these 2-core shared machines moves by a third from one run to the 
 so every benchmark prints, with its rows: the CPU (model, cores, the flags that decide bf16
 speed), the memory read bandwidth and the bf16 / fp32 matmul peaks measured just then; and runs
 its rows interleaved (A, B, A, B, ...) for a few rounds and reports each row's median, so a noisy
-neighbour slows both sides of a ratio alike.
+neighbour slows both sides of a ratio alike. Importing it gives the benchmark the environment of
+every `hs` process (cli/environment.py), so the figures are what `hs` gets.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+
+from cli.environment import apply_defaults
+
+apply_defaults()
 
 FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")  # what bf16 matmul speed depends on
 

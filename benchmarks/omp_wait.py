@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+SHARED_ENV = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}  # each row sets its own
 REPO = HERE.parent
 VARIANTS = {
     "default wait policy": {},
@@ -74,7 +75,7 @@ def run_child(workload: str, env: dict[str, str], neighbour: bool) -> dict:
     try:
         out = subprocess.run(
             [sys.executable, __file__, "--child", workload],
-            env={**os.environ, "PYTHONPATH": str(REPO), "TRANSFORMERS_VERBOSITY": "error", **env},
+            env={**SHARED_ENV, "PYTHONPATH": str(REPO), "TRANSFORMERS_VERBOSITY": "error", **env},
             capture_output=True, text=True, check=True, timeout=1800,
         )  # fmt: skip
     finally:

@@ -29,7 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+from cli.environment import apply_defaults  # noqa: E402
+
+apply_defaults()  # the environment of every hs process (OpenMP threads that sleep while waiting), before torch loads
 
 import torch  # noqa: E402
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import resource
 import subprocess
 import sys
@@ -30,7 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe, interleaved, measure, median, spread  # noqa: E402
 
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+from cli.environment import apply_defaults  # noqa: E402
+
+apply_defaults()  # the environment of every hs process (OpenMP threads that sleep while waiting), before torch loads
 
 SETTINGS = {
     "fp32 + old pass, micro 2": {"micro_batch": 2, "dtype": "float32", "old_pass": True},

@@ -12,11 +12,12 @@ Run: HS_DATA_DIR=../shared/data .venv/bin/python benchmarks/warm_start_targets.p
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections import defaultdict
 
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+from cli.environment import apply_defaults  # noqa: E402
+
+apply_defaults()  # the environment of every hs process (OpenMP threads that sleep while waiting), before torch loads
 
 from envs.dbbench.data import TIERS, load_split  # noqa: E402
 from envs.dbbench.env import DbBenchEnv  # noqa: E402
