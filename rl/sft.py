@@ -21,6 +21,7 @@ import torch
 from envs.registry import benchmark
 from harness_pool.spec import HarnessSpec
 from rl.logprobs import token_logprobs
+from rl.memory import release_memory
 from rl.policy import ChatSession, Generation, Sampling
 from rl.precision import autocast
 from rl.rollout import RolloutResult, RolloutSpec, run_rollouts
@@ -179,6 +180,7 @@ def train_sft(
         optimizer.step()
         schedule.step()
         losses.append(total / n_tokens)
+        release_memory(collect=False)  # freed activations back to the OS: else the heap creeps up every update
         if on_step:
             on_step(step + 1, total / n_tokens)
     model.eval()

@@ -56,7 +56,9 @@ def make_demonstrations(cfg: SftConfig, out_dir: str) -> dict:
     examples = [e for e in examples if len(e.input_ids) <= inner.max_context_tokens]  # beyond it, positions are unseen
     path = write_examples(examples, Path(out_dir) / "demonstrations.jsonl")
     failed = [r.bench_task_id for r in results if not r.verdict.success]
-    drop_local_policies()  # the base model was only needed to replay the scripts
+    del policy, inner, results  # the base model was only needed to replay the scripts:
+    drop_local_policies()  # free it and give its pages back before the fine-tune loads its own copy
+    release_memory()
     return {
         "path": path,
         "n_examples": len(examples),
