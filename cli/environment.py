@@ -4,8 +4,9 @@ hub access, quiet transformers, no tokenizer thread pools, and torch's OpenMP th
 instead of spinning while they wait (`OMP_WAIT_POLICY=PASSIVE`, read once when torch loads): on
 these 2-core machines a spinning thread keeps its core from the thread it waits for whenever
 another process (a sandbox, the database, a neighbour) holds the other core, and a decode step
-then waits out scheduler time slices, 20x slower (benchmarks/omp_wait.py, docs/results.md). A
-value already set wins."""
+then waits out scheduler time slices, 20x slower (benchmarks/omp_wait.py, docs/results.md; on
+an idle machine it costs a third of decode speed). A value already set wins (`OMP_WAIT_POLICY=ACTIVE`
+makes them spin)."""
 
 from __future__ import annotations
 
