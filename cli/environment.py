@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import os
 
+RUN_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}  # also given to every deployed flow run (`hs deploy`)
 DEFAULTS = {
+    **RUN_DEFAULTS,
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "TRANSFORMERS_VERBOSITY": "error",
     "HF_HUB_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-RUN_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}  # also given to every deployed flow run (`hs deploy`)
-DEFAULTS.update(RUN_DEFAULTS)
 
 
 def apply_defaults(extra: dict[str, str] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Test doubles shared by several test modules (importable as `tests.doubles`)."""
+"""Test doubles and small models shared by several test modules (importable as `tests.doubles`)."""
 
 from __future__ import annotations
 
@@ -68,3 +68,20 @@ class ScriptedPolicy(ReplayPolicy):
         live = list(range(len(sessions)))
         while live:
             live = [i for i in live if on_reply(i, self._reply(sessions[i]))]
+
+
+def tiny_llama():
+    """A random 2-layer Llama with grouped key/value heads: fast, and its flat logits leave no near-ties."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    return LlamaForCausalLM(config).eval()

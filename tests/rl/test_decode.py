@@ -11,6 +11,7 @@ import torch
 from rl.decode import sample_tokens
 from rl.logprobs import token_logprobs
 from rl.policy import Sampling
+from tests.doubles import tiny_llama
 
 
 def test_the_nucleus_keeps_exactly_the_tokens_whose_mass_ranked_above_is_below_top_p():
@@ -177,28 +178,12 @@ def test_continuous_batching_samples_what_turn_by_turn_generation_samples(smol_p
     assert first == again and first[0] != first[1]
 
 
-def _tiny_llama():
-    """A random 2-layer Llama with grouped key/value heads: fast, and its flat logits leave no near-ties."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-    )
-    return LlamaForCausalLM(config).eval()
-
-
 def test_a_sequence_draws_from_its_own_stream_whatever_shares_its_batch():
     """Requests merged into one call (rl/batching.py) name their streams: each draws what it
     would draw alone. A tiny random Llama, whose flat logits leave no near-ties to rounding."""
     from rl.decode import DecodeEngine
 
-    model = _tiny_llama()
+    model = tiny_llama()
     engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
     a, b = [5, 9, 12, 7], [3, 3, 8]
     alone_a = engine.generate([a], [None], 10, 1.0, 1.0, seed=5)[0].tokens
@@ -214,7 +199,7 @@ def test_more_sequences_than_rows_wait_for_a_row_and_draw_the_same():
     the next waiting sequence, and every episode samples what it samples with a row each."""
     from rl.decode import DecodeEngine
 
-    model = _tiny_llama()
+    model = tiny_llama()
     prompts = [[5, 9, 12, 7], [3, 3, 8], [5, 9, 12, 7], [11, 2], [4, 4, 4, 4, 4, 6]]
 
     def episodes(max_rows: int) -> tuple[list[list[list[int]]], int]:

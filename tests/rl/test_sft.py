@@ -74,15 +74,11 @@ def test_recomputing_activations_trains_the_same_weights(dtype):
     Llama, two updates of two micro-batches, with and without."""
     import copy
 
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from rl.memory import checkpoint_activations
     from rl.sft import SftExample
+    from tests.doubles import tiny_llama
 
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
-    plain = LlamaForCausalLM(config)
+    plain = tiny_llama()
     initial, recomputed = copy.deepcopy(plain), copy.deepcopy(plain)
     checkpoint_activations(recomputed)
     assert recomputed.is_gradient_checkpointing and not plain.is_gradient_checkpointing
