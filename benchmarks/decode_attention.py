@@ -2,10 +2,12 @@
 
 The shape of the rollout engine's decode step (rl/decode.py): batch 32, one new token per row,
 9 query heads folded onto 3 key/value heads of 64, bf16, keys and values in a buffer of 30
-layers read in turn (so the caches are as cold as in a real step). Rows: torch's CPU SDPA (what
-the engine calls) and the same attention as two batched matmuls with an fp32 softmax. Each row
+layers read in turn (so the caches are as cold as in a real step). Rows: torch's CPU SDPA under
+the padding mask (the engine's before issue 51), the same attention as two batched matmuls with
+an fp32 softmax, and the compiled kernel of rl/decode_kernel.py (the engine's on CPU), which
+reads only each row's filled slots. Each row
 runs interleaved with the others for `--rounds` rounds; medians per layer are printed beside the
-time to read the layer's keys and values at the measured bandwidth (benchmarks/machine.py).
+time to read the layer's filled keys and values once at the measured bandwidth (benchmarks/machine.py).
 
 Run: .venv/bin/python benchmarks/decode_attention.py [--contexts 512,1536] [--device cpu]
 """
@@ -28,6 +30,9 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe, interleaved, measure  # noqa: E402
 
+from rl.decode_kernel import available as decode_kernel_available  # noqa: E402
+from rl.decode_kernel import decode_attention  # noqa: E402
+
 BATCH, KV_HEADS, GROUP, HEAD_DIM, LAYERS = 32, 3, 3, 64, 30
 
 
@@ -35,9 +40,8 @@ def rows_for(context: int, device: str) -> tuple[dict, int]:
     """The attention variants at one context, and the bytes of one layer's keys and values."""
     kv = torch.randn(LAYERS, 2, BATCH, KV_HEADS, context + 8, HEAD_DIM, dtype=torch.bfloat16, device=device)
     q = torch.randn(BATCH, KV_HEADS, GROUP, HEAD_DIM, dtype=torch.bfloat16, device=device)
-    valid = torch.arange(context, device=device)[None, None, None, :] < torch.randint(
-        context // 2, context + 1, (BATCH, 1, 1, 1), device=device
-    )
+    lengths = torch.randint(context // 2, context + 1, (BATCH,), device=device)  # rows filled to different slots
+    valid = torch.arange(context, device=device)[None, None, None, :] < lengths[:, None, None, None]
     bias = torch.zeros(BATCH, 1, 1, context, device=device).masked_fill(~valid, float("-inf"))
     layer = [0]
 
@@ -56,8 +60,15 @@ def rows_for(context: int, device: str) -> tuple[dict, int]:
         p = torch.softmax(scores.view(BATCH, KV_HEADS, GROUP, context).float() * HEAD_DIM**-0.5 + bias, -1)
         return torch.bmm(p.to(q.dtype).view(flat, GROUP, context), v.reshape(flat, context, HEAD_DIM))
 
-    layer_bytes = 2 * BATCH * KV_HEADS * context * HEAD_DIM * 2
-    return {"torch SDPA (the engine's)": sdpa, "two batched matmuls": matmuls}, layer_bytes
+    def kernel():
+        k, v = next_layer()
+        return decode_attention(q.reshape(BATCH, KV_HEADS * GROUP, HEAD_DIM), k, v, lengths, HEAD_DIM**-0.5)
+
+    variants = {"torch SDPA (masked)": sdpa, "two batched matmuls": matmuls}
+    if device == "cpu" and decode_kernel_available():
+        variants["compiled kernel (the engine's)"] = kernel
+    layer_bytes = 2 * KV_HEADS * int(lengths.sum()) * HEAD_DIM * 2  # the filled slots' keys and values, bf16
+    return variants, layer_bytes
 
 
 def per_layer_ms(fn, device: str, calls: int = LAYERS * 2) -> dict:
@@ -82,7 +93,7 @@ def main() -> None:
     args = parser.parse_args()
     machine = measure(args.device)
     print(describe(machine))
-    print(f"{'context':>7} {'row':28} {'ms per layer':>12} {'read once ms':>12} {'x read time':>11}")
+    print(f"{'context':>7} {'row':32} {'ms per layer':>12} {'read once ms':>12} {'x read time':>11}")
     for context in (int(c) for c in args.contexts.split(",")):
         variants, layer_bytes = rows_for(context, args.device)
         timed = {name: (lambda f=f: per_layer_ms(f, args.device)) for name, f in variants.items()}
@@ -90,7 +101,7 @@ def main() -> None:
         ideal = layer_bytes / machine["bandwidth"] * 1000
         for name, runs in results.items():
             ms = statistics.median(r["ms"] for r in runs)
-            print(f"{context:7d} {name:28} {ms:12.2f} {ideal:12.2f} {ms / ideal:10.1f}x")
+            print(f"{context:7d} {name:32} {ms:12.2f} {ideal:12.2f} {ms / ideal:10.1f}x")
 
 
 if __name__ == "__main__":

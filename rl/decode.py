@@ -9,8 +9,9 @@ The engine:
    chat-template text), in row chunks under a token budget, computing vocabulary logits only
    at each row's last position;
 3. decodes all rows together, one token per step, writing keys/values in place (no
-   concatenation), attending only to each row's own filled slots, and dropping finished rows
-   from the buffer once they are half of it;
+   concatenation), attending only to each row's own filled slots (on CPU with the compiled
+   kernel of rl/decode_kernel.py, which reads no slot beyond a row's own; elsewhere SDPA under
+   a mask), and dropping finished rows from the buffer once they are half of it;
 4. when a row's reply is complete, asks the caller for its next turn (continuous batching: the
    caller steps the episode's environment and appends the observation). The appended tokens
    are prefilled into the same row at the next step while the other rows keep decoding, so
@@ -37,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
+from rl.decode_kernel import decode_attention
 from rl.policy import PolicyError
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
@@ -178,6 +180,7 @@ class DecodeEngine:
         mask = keys[None, None, None, :] <= slots[:, None, :, None]  # [b, 1, n, visible]
         index = torch.arange(rows.start, rows.stop, device=ids.device) if isinstance(rows, slice) else rows
         batch_rows = index[:, None].expand(b, n)
+        lengths = slots[:, 0] + 1 if n == 1 else None  # a decode step: each row reads its own filled slots
         for layer_index, layer in enumerate(decoder.layers):
             attn = layer.self_attn
             h = layer.input_layernorm(x)
@@ -194,7 +197,8 @@ class DecodeEngine:
                 keys_, values = layer_kv[0, rows, :, :visible], layer_kv[1, rows, :, :visible]
             else:
                 keys_, values = layer_kv[0, rows][:, :, :visible], layer_kv[1, rows][:, :, :visible]
-            out = grouped_attention(q, keys_, values, mask, attn.scaling)
+            out = decode_attention(q[:, :, 0], keys_, values, lengths, attn.scaling) if lengths is not None else None
+            out = out[:, :, None] if out is not None else grouped_attention(q, keys_, values, mask, attn.scaling)
             x = x + attn.o_proj(out.transpose(1, 2).reshape(b, n, -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return decoder.norm(x)

@@ -23,7 +23,7 @@ from configs.schema import TrainConfig
 from rl.data_parallel import launched_world
 from rl.grpo import group_advantages
 from rl.memory import release_memory
-from rl.precision import resolve_dtype, rollout_copy, sync_weights
+from rl.precision import resolve_dtype, rollout_copy, set_aside_weights, sync_weights
 from rl.train_batch import sequences_from_turns
 from rl.trainer import TorchTrainer, TrainerSettings
 from tasks.run_identity import TrainingError, init_checkpoint
@@ -34,11 +34,22 @@ _LOCK = threading.Lock()
 
 @dataclass
 class TrainHandle:
-    """The rollout policy and the trainer of one run. With a bf16 rollout copy, `refresh`
-    copies the trained weights into it (after every update and after a resume)."""
+    """The rollout policy and the trainer of one run. With a bf16 rollout copy, the copy's
+    memory is set aside during an update and `refresh` copies the trained weights into it
+    (after every update and after a resume)."""
 
     policy: object
     trainer: TorchTrainer
+
+    def update(self, seqs: list) -> dict:
+        if self.policy.model is not self.trainer.model:
+            set_aside_weights(self.policy.model)  # the update's peak holds gradients and optimizer state instead
+        try:
+            stats = self.trainer.update(seqs)
+        finally:
+            started = time.perf_counter()
+            self.refresh()  # the next rollouts sample from the new weights (the old ones after a failed update)
+        return {**stats, "seconds_refresh": time.perf_counter() - started}
 
     def refresh(self) -> None:
         if self.policy.model is not self.trainer.model:
@@ -137,9 +148,7 @@ def update_policy(cfg: TrainConfig, run_id: str, step: int, trained: list) -> di
     started = time.perf_counter()
     seqs = group_sequences(trained)
     scoring = time.perf_counter() - started
-    stats = handle.trainer.update(seqs)
-    synced = time.perf_counter()
-    handle.refresh()  # the next rollouts sample from the new weights
+    stats = handle.update(seqs)
     n_sequences = len(seqs)
     del seqs
     release_memory(collect=False)  # the update's activations and gradients: back to the OS before the next collection
@@ -155,7 +164,6 @@ def update_policy(cfg: TrainConfig, run_id: str, step: int, trained: list) -> di
     return {
         **stats,
         "seconds_scoring": scoring,
-        "seconds_refresh": time.perf_counter() - synced,
         "sequences": n_sequences,
     }
 

@@ -27,3 +27,29 @@ def test_release_memory_returns_tensors_freed_mid_phase():
     out = subprocess.run([sys.executable, "-c", PATTERN], capture_output=True, text=True, check=True)
     before, after = map(int, out.stdout.split())
     assert before - after > 200 << 20, (before >> 20, after >> 20)  # the 320 MiB of holes leave the resident set
+
+
+def test_a_rollout_copy_set_aside_during_an_update_gets_back_exactly_the_trained_weights():
+    """tasks/train_handle.py frees the bf16 rollout copy's parameters for the update; the refresh
+    fills them from the trainer's weights, tied embeddings included, as an in-place copy would."""
+    import torch
+
+    from rl.precision import rollout_copy, set_aside_weights, sync_weights
+    from tests.doubles import tiny_llama
+
+    trained = tiny_llama()
+    trained.config.tie_word_embeddings = True
+    trained.tie_weights()
+    kept, parked = rollout_copy(trained, "bfloat16"), rollout_copy(trained, "bfloat16")
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(0.5)  # an update moved every weight
+    set_aside_weights(parked)
+    assert sum(p.numel() for p in parked.parameters()) == 0
+    sync_weights(trained, kept)
+    sync_weights(trained, parked)
+    for (name, a), b in zip(kept.state_dict().items(), parked.state_dict().values()):
+        assert a.dtype == b.dtype == torch.bfloat16 and torch.equal(a, b), name
+    assert parked.lm_head.weight is parked.model.embed_tokens.weight  # still one tensor
+    ids = torch.tensor([[5, 9, 12]])
+    assert torch.equal(kept(ids).logits, parked(ids).logits)

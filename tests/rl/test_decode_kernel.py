@@ -1,0 +1,92 @@
+"""The compiled decode-step attention (rl/decode_kernel.py): the same attention as SDPA under the
+engine's mask, each row reading only its own slots, bad shapes refused, SDPA kept where it is off."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rl import decode_kernel
+from tests.doubles import tiny_llama
+
+pytestmark = pytest.mark.skipif(not decode_kernel.available(), reason="no C++ compiler to build the decode kernel")
+
+
+def _reference(q, k, v, lengths, scale):
+    """fp32 SDPA with each query head over its key/value head, masked to the row's slots."""
+    b, hq, d = q.shape
+    group = hq // k.shape[1]
+    keys = k.float().repeat_interleave(group, dim=1)
+    values = v.float().repeat_interleave(group, dim=1)
+    mask = torch.arange(k.shape[2])[None, None, None, :] < lengths[:, None, None, None]
+    return F.scaled_dot_product_attention(q.float()[:, :, None], keys, values, attn_mask=mask, scale=scale)[:, :, 0]
+
+
+@pytest.mark.parametrize(
+    "dtype, dim, group, tol",
+    [
+        (torch.float32, 64, 3, 1e-5),
+        (torch.bfloat16, 64, 3, 2e-2),
+        (torch.float32, 48, 2, 1e-5),
+        (torch.float32, 128, 1, 1e-5),
+    ],
+)
+def test_the_kernel_computes_the_masked_attention_of_each_row_over_its_own_slots(dtype, dim, group, tol):
+    torch.manual_seed(1)
+    batch, kv_heads, width = 5, 2, 200  # lengths cross the kernel's 64-slot blocks, and one is a single slot
+    buffer = torch.randn(2, batch + 1, kv_heads, width + 7, dim).to(dtype)
+    k, v = buffer[0, 1:, :, :width], buffer[1, 1:, :, :width]  # strided views, as the engine passes them
+    q = torch.randn(batch, kv_heads * group, dim).to(dtype)
+    lengths = torch.tensor([1, 63, 64, 65, 200])
+    got = decode_kernel.decode_attention(q, k, v, lengths, dim**-0.5)
+    assert got is not None and got.dtype == dtype and got.shape == q.shape
+    torch.testing.assert_close(got.float(), _reference(q, k, v, lengths, dim**-0.5), atol=tol, rtol=tol)
+
+
+def test_slots_beyond_a_rows_length_are_never_read():
+    """Non-finite junk past each row's length (what a padded buffer may hold) changes nothing."""
+    torch.manual_seed(2)
+    k, v = torch.randn(3, 3, 100, 64), torch.randn(3, 3, 100, 64)
+    q, lengths = torch.randn(3, 9, 64), torch.tensor([10, 50, 99])
+    clean = decode_kernel.decode_attention(q, k, v, lengths, 0.125)
+    for row, n in enumerate(lengths.tolist()):
+        k[row, :, n:], v[row, :, n:] = float("nan"), float("inf")
+    assert torch.equal(decode_kernel.decode_attention(q, k, v, lengths, 0.125), clean)
+
+
+def test_lengths_outside_the_buffer_or_mismatched_shapes_are_refused_before_any_read():
+    k = v = torch.randn(2, 1, 16, 64)
+    q = torch.randn(2, 3, 64)
+    with pytest.raises(ValueError, match="each in"):
+        decode_kernel.decode_attention(q, k, v, torch.tensor([4, 17]), 0.125)
+    with pytest.raises(ValueError, match="each in"):
+        decode_kernel.decode_attention(q, k, v, torch.tensor([-1, 3]), 0.125)
+    with pytest.raises(ValueError, match="does not fit"):
+        decode_kernel.decode_attention(torch.randn(2, 3, 32), k, v, torch.tensor([4, 4]), 0.125)
+
+
+def test_turned_off_the_kernel_steps_aside_and_the_engine_samples_the_same_tokens(monkeypatch):
+    """HS_DECODE_KERNEL=0 keeps SDPA; both paths of a whole multi-turn sampling agree token for token."""
+    from rl.decode import DecodeEngine
+
+    model = tiny_llama()
+    prompts = [[5, 9, 12, 7], [3, 3, 8], [11, 2, 6, 6, 6, 1, 9]]
+
+    def sample():
+        engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
+        return [d.tokens for d in engine.generate([list(p) for p in prompts], [None] * 3, 40, 1.0, 1.0, seed=4)]
+
+    with_kernel = sample()
+    monkeypatch.setenv("HS_DECODE_KERNEL", "0")
+    decode_kernel._library.cache_clear()
+    try:
+        assert (
+            decode_kernel.decode_attention(torch.randn(1, 1, 8), *[torch.randn(1, 1, 4, 8)] * 2, torch.tensor([2]), 1.0)
+            is None
+        )
+        assert sample() == with_kernel
+    finally:
+        monkeypatch.delenv("HS_DECODE_KERNEL")
+        decode_kernel._library.cache_clear()
+    assert sum(len(t) for t in with_kernel) > 20  # long enough replies that the decode path really ran
