@@ -53,15 +53,28 @@ def read_bandwidth(device: str = "cpu", repeats: int = 5) -> float:
     return x.numel() * 4 / statistics.median(times)
 
 
-def matmul_peak(dtype: str = "bfloat16", device: str = "cpu", n: int = 2048, repeats: int = 20) -> float:
+def matmul_peak(
+    dtype: str = "bfloat16", device: str = "cpu", n: int = 2048, repeats: int = 20, budget_s: float = 10.0
+) -> float:
     """FLOP/s of an n^3 matmul: the best of `repeats` after warm-up (a peak is what the matrix
-    units reach at best; AMX needs a warm-up and a shared machine is noisy)."""
+    units reach at best; AMX needs a warm-up and a shared machine is noisy). A CPU without bf16
+    instructions multiplies bf16 at about 1 GFLOP/s (17 s for one 2048^3 product): a 256^3 probe
+    sizes n so one product takes at most a tenth of `budget_s`, and repeats stop once it is spent."""
     import torch
 
+    probe = torch.randn(256, 256, dtype=getattr(torch, dtype), device=device)
+    (probe @ probe).sum().item()
+    start = time.perf_counter()
+    (probe @ probe).sum().item()
+    rate = 2 * 256**3 / max(time.perf_counter() - start, 1e-9)
+    while n > 256 and 2 * n**3 / rate > budget_s / 10:  # one product within a tenth of the budget
+        n //= 2
     a = torch.randn(n, n, dtype=getattr(torch, dtype), device=device)
     (a @ a).sum().item()
-    best = float("inf")
+    best, spent = float("inf"), time.perf_counter()
     for _ in range(repeats):
+        if time.perf_counter() - spent > budget_s:
+            break
         _sync(device)
         start = time.perf_counter()
         (a @ a).sum().item()
@@ -97,7 +110,7 @@ def describe(m: dict) -> str:
     flags = " ".join(m["flags"]) or "none of " + " ".join(FLAGS)
     return (
         f"machine: {where}; flags {flags}; read bandwidth {m['bandwidth'] / 1e9:.1f} GB/s; "
-        f"matmul peak bf16 {m['bf16_peak'] / 1e12:.2f} TFLOP/s, fp32 {m['fp32_peak'] / 1e12:.2f} TFLOP/s"
+        f"matmul peak bf16 {m['bf16_peak'] / 1e12:.3g} TFLOP/s, fp32 {m['fp32_peak'] / 1e12:.3g} TFLOP/s"
     )
 
 

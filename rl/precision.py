@@ -23,11 +23,27 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 @lru_cache(maxsize=1)
 def cpu_has_fast_bf16() -> bool:
     """AMX tiles or AVX-512 bf16 instructions (Linux /proc/cpuinfo flags)."""
+    return any(f in _cpuinfo().split() for f in ("amx_bf16", "avx512_bf16"))
+
+
+def precision_record(device: str, **dtypes: str) -> dict:
+    """What a model was trained or sampled in, for its provenance: each named dtype resolved
+    ('auto' gives bf16 on one machine and fp32 on another under the same checkpoint name), the
+    device and, on CPU, the processor and whether it has fast bf16."""
+    record = {name: resolve_dtype(value, device) for name, value in dtypes.items()}
+    record["device"] = device
+    if device.split(":")[0] == "cpu":
+        models = [line for line in _cpuinfo().splitlines() if line.startswith("model name")]
+        record["cpu"] = models[0].split(":", 1)[1].strip() if models else "unknown"
+        record["fast_bf16"] = cpu_has_fast_bf16()
+    return record
+
+
+def _cpuinfo() -> str:
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
-    return any(f in flags.split() for f in ("amx_bf16", "avx512_bf16"))
+        return ""
 
 
 def resolve_dtype(name: str, device: str) -> str:

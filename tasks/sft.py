@@ -21,7 +21,7 @@ from harness_pool.spec import load_harness
 from rl.checkpoints import is_complete, read_meta, save_checkpoint
 from rl.memory import checkpoint_activations, release_memory
 from rl.model_store import resolve_model
-from rl.precision import resolve_dtype
+from rl.precision import precision_record, resolve_dtype
 from rl.sft import SftExample, build_demonstrations, heldout_loss, train_sft
 from tasks import tracking
 from tasks.records import start_run
@@ -173,6 +173,7 @@ def _fine_tune(cfg: SftConfig, demos_path: str, run_id: str, name: str) -> dict:
         "heldout_loss_before": before,
         "heldout_loss_after": after,
         "train_losses": losses,
+        "precision": precision_record(cfg.device, compute=cfg.dtype),
     }
     path = save_checkpoint(model, tokenizer, name, meta)
     return {**meta, "path": str(path.resolve())}
@@ -192,7 +193,7 @@ def register_checkpoint(meta: dict, database_url: str | None) -> str:
                 base_model=meta["base_model"],
                 path=str(checkpoint_path(meta["name"]).resolve()),
                 step=meta["step"],
-                provenance={k: meta[k] for k in ("config", "n_train", "n_heldout", "train_losses")},
+                provenance={k: meta[k] for k in ("config", "n_train", "n_heldout", "train_losses", "precision")},
                 metrics={
                     "heldout_loss_before": meta["heldout_loss_before"],
                     "heldout_loss_after": meta["heldout_loss_after"],

@@ -24,6 +24,7 @@ from db.journal import journal_path, restore_steps
 from db.models import Checkpoint, TrainStep
 from rl.checkpoints import checkpoint_path, save_checkpoint
 from rl.modes import TRAIN_ROLES
+from rl.precision import precision_record
 from tasks.resources import get_engine
 from tasks.run_identity import init_checkpoint
 
@@ -122,6 +123,7 @@ def register_rl_checkpoint(
         "step": updates,
         "mode": cfg.mode,
         "config": cfg.model_dump(mode="json"),
+        "precision": precision_record(cfg.trainer.device, update=cfg.trainer.dtype, rollouts=cfg.trainer.rollout_dtype),
     }
     save_checkpoint(model, tokenizer, name, meta)
     with session_scope(get_engine(database_url)) as session:
@@ -134,7 +136,7 @@ def register_rl_checkpoint(
                 base_model=parent,
                 path=str(checkpoint_path(name).resolve()),
                 step=updates,
-                provenance={"mode": cfg.mode, "config": cfg.model_dump(mode="json")},
+                provenance={k: meta[k] for k in ("mode", "config", "precision")},
                 metrics={},
             )
         )

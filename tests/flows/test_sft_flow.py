@@ -8,6 +8,7 @@ import torch
 from configs.schema import SftConfig
 from db.engine import make_engine, session_scope
 from db.models import Checkpoint, Run
+from rl.precision import cpu_has_fast_bf16, resolve_dtype
 
 
 @pytest.mark.slow
@@ -37,6 +38,10 @@ def test_sft_flow_registers_a_checkpoint_that_eval_can_load(tmp_path, train_dir,
         ckpt = s.get(Checkpoint, name)
         assert ckpt.kind == "sft" and ckpt.parent_id == "smollm2-135m" and ckpt.step == 2
         assert ckpt.provenance["config"]["n_tasks"] == 10
+        # 'auto' resolves per machine under one checkpoint name: what it resolved to is recorded
+        precision = ckpt.provenance["precision"]
+        assert precision["compute"] == resolve_dtype("auto", "cpu") and precision["device"] == "cpu"
+        assert precision["fast_bf16"] == cpu_has_fast_bf16() and precision["cpu"]
         assert s.get(Run, ckpt.run_id).status == "completed"
     weights = checkpoint_path(name) / "model.safetensors"
     stamp = weights.stat().st_mtime_ns

@@ -316,6 +316,7 @@ def test_killed_run_resumes_from_the_last_update_without_duplicates(tmp_path, tr
         assert s.get(Run, run_id).config["init_weights"] == weights_digest(resolve_model("smollm2-135m"))
         ckpt = s.get(Checkpoint, f"{run_id}-u2")
         assert ckpt is not None and ckpt.kind == "rl" and ckpt.parent_id == "smollm2-135m"
+        assert set(ckpt.provenance["precision"]) >= {"update", "rollouts", "device"}
     progress = json.loads((tmp_path / "runs" / run_id / "progress.json").read_text())
     assert progress == {"updates": 2, "state": "trainer-u2.pt", "run_id": run_id}
     assert sorted(p.name for p in (tmp_path / "runs" / run_id).iterdir()) == [  # old trainer states pruned;
