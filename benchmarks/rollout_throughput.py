@@ -8,6 +8,7 @@ since the base model ends nearly every episode at its first turn.
 Rows, all in this process on the same prompts:
 - engine (default: lean loop, keys/values kept across turns, continuous batching, dtype auto);
 - the same engine with one batched call per turn (every episode waits for the turn's slowest reply);
+- the same engine with torch's SDPA for the decode step's attention instead of the compiled kernel;
 - previous engine (model.generate per turn, fp32, the whole conversation prefilled each turn);
 - plain fp32 `model.generate` on the same N x K first-turn prompts, one call (first turn only).
 Tokens/s (sampled tokens over wall time) is the fair comparison. The rows run interleaved
@@ -15,8 +16,8 @@ Tokens/s (sampled tokens over wall time) is the fair comparison. The rows run in
 machine's CPU, bandwidth and matmul peaks measured in the same run (benchmarks/machine.py). The
 physical limit is the decode rate at which reading the weights once per step saturates the
 measured memory read bandwidth, times the batch; the engine's share of it is printed too. One
-decode step is then timed at batch N x K and contexts 512 and 1,536 against reading the weights
-and that context's keys/values once.
+decode step is then timed (with the compiled attention kernel, then with SDPA) at batch N x K
+and contexts 512 and 1,536 against reading the weights and that context's keys/values once.
 
 Run: HS_DATA_DIR=../shared/data .venv/bin/python benchmarks/rollout_throughput.py [--tasks 4 --k 8]
 """
@@ -24,9 +25,11 @@ Run: HS_DATA_DIR=../shared/data .venv/bin/python benchmarks/rollout_throughput.p
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from cli.environment import apply_defaults  # noqa: E402
@@ -38,6 +41,7 @@ import torch  # noqa: E402
 from envs.dbbench.env import DbBenchEnv  # noqa: E402
 from harness_pool.runtime import HarnessRuntime, task_fields  # noqa: E402
 from harness_pool.spec import load_harness  # noqa: E402
+from rl import decode_kernel  # noqa: E402
 from rl.policy import Sampling  # noqa: E402
 from rl.rollout import RolloutSpec, run_rollouts  # noqa: E402
 from rl.transformers_policy import TransformersPolicy  # noqa: E402
@@ -122,7 +126,7 @@ def decode_step_profile(policy, batch: int, context: int) -> dict:
             for _ in range(3):
                 step()
     ops = {e.key: e.self_cpu_time_total / 3 / 1000 for e in prof.key_averages()}
-    attention = sum(v for k, v in ops.items() if "scaled_dot_product" in k)
+    attention = sum(v for k, v in ops.items() if "scaled_dot_product" in k or k == decode_kernel.PROFILER_NAME)
     matmul = sum(v for k, v in ops.items() if k in ("aten::mm", "aten::addmm", "aten::bmm"))
     return {
         "forward": forward * 1000,
@@ -178,6 +182,13 @@ def main() -> None:
 
     rows = {f"engine ({engine.engine}, {engine.dtype})": lambda: engine_run(engine, specs, sampling, args.max_rounds)}
     rows["same, one call per turn"] = one_call_per_turn
+    if decode_kernel.available():
+
+        def sdpa_attention() -> dict:
+            with decode_kernel.turned_off():
+                return engine_run(engine, specs, sampling, args.max_rounds)
+
+        rows["same, SDPA decode attention"] = sdpa_attention
     if not args.skip_previous:
         rows["previous engine (hf, float32)"] = lambda: engine_run(fp32, specs, sampling, args.max_rounds)
     rows["plain fp32 generate, first turn"] = lambda: plain_generate(fp32, prompts, sampling)
@@ -207,12 +218,15 @@ def main() -> None:
         f"{len(specs)}; the engine reaches {100 * median(first, 'rate') / limit:.1f}%"
     )
     print(f"engine time in the environment (all rollouts, summed, median): {median(first, 'env_s'):.3f} s")
-    for context in (512, 1536):
-        p = decode_step_profile(engine, len(specs), context)
+    attentions = {"compiled kernel": nullcontext, "SDPA": decode_kernel.turned_off}
+    for (attention, off), context in itertools.product(attentions.items(), (512, 1536)):
+        with off():
+            p = decode_step_profile(engine, len(specs), context)
         ideal = (weight_bytes + p["kv_bytes"]) / machine["bandwidth"] * 1000
         print(
-            f"one decode step, batch {len(specs)}, context {context}: forward {p['forward']:.0f} ms (attention "
-            f"{p['attention']:.0f}, matmul {p['matmul']:.0f}, other {p['other']:.0f}), sampler {p['sampler']:.0f} ms; "
+            f"one decode step ({attention}), batch {len(specs)}, context {context}: "
+            f"forward {p['forward']:.0f} ms (attention {p['attention']:.0f}, matmul {p['matmul']:.0f}, "
+            f"other {p['other']:.0f}), sampler {p['sampler']:.0f} ms; "
             f"reading weights + keys/values once {ideal:.0f} ms: "
             f"the step is {(p['forward'] + p['sampler']) / ideal:.1f}x that"
         )

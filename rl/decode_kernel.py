@@ -24,6 +24,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import torch
 SOURCE = Path(__file__).with_name("decode_attention.cpp")
 FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-ffast-math", "-fopenmp", "-shared", "-fPIC")
 DTYPES = {torch.float32: 0, torch.bfloat16: 1}
+PROFILER_NAME = "hs::decode_attention"
 _I64P = ctypes.POINTER(ctypes.c_int64)
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,22 @@ def available() -> bool:
     return _library() is not None
 
 
+@contextmanager
+def turned_off():
+    """SDPA in place of the kernel inside the block (as HS_DECODE_KERNEL=0 does for a process)."""
+    before = os.environ.get("HS_DECODE_KERNEL")
+    os.environ["HS_DECODE_KERNEL"] = "0"
+    _library.cache_clear()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HS_DECODE_KERNEL")
+        else:
+            os.environ["HS_DECODE_KERNEL"] = before
+        _library.cache_clear()
+
+
 def decode_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float
 ) -> torch.Tensor | None:
@@ -110,8 +128,9 @@ def decode_attention(
     out = torch.empty((b, hq, d), dtype=q.dtype)
     q_strides = (ctypes.c_int64 * 2)(q.stride(0), q.stride(1))
     kv_strides = (ctypes.c_int64 * 3)(k.stride(0), k.stride(1), k.stride(2))
-    status = entry(
-        DTYPES[q.dtype], q.data_ptr(), q_strides, k.data_ptr(), v.data_ptr(), kv_strides,
-        ctypes.cast(lengths.data_ptr(), _I64P), b, hq, k.shape[1], d, float(scale), out.data_ptr(),
-    )  # fmt: skip
+    with torch.profiler.record_function(PROFILER_NAME):  # what benchmarks/rollout_throughput.py counts as attention
+        status = entry(
+            DTYPES[q.dtype], q.data_ptr(), q_strides, k.data_ptr(), v.data_ptr(), kv_strides,
+            ctypes.cast(lengths.data_ptr(), _I64P), b, hq, k.shape[1], d, float(scale), out.data_ptr(),
+        )  # fmt: skip
     return out if status == 0 else None

@@ -16,6 +16,7 @@ export HS_DATA_DIR=${HS_DATA_DIR:-../shared/data}
 OUT=reports/dbbench-hard
 EXPORT=$OUT/rows.db
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+source reports/common.sh   # require_fast_bf16
 child=
 trap '[[ -n $child ]] && kill -TERM "$child" 2>/dev/null; wait; exit 143' TERM INT
 hs() { "$HS" "$@" & child=$!; wait "$child"; }
@@ -44,6 +45,7 @@ run_step() {
   [[ -n ${PREFIX[$method]:-} && $seed =~ ^[0-9]+$ ]] || { echo "unknown step '$step'; steps: ${STEPS[*]} report" >&2; exit 2; }
   local name=${PREFIX[$method]}-seed$seed
   if exported "$name"; then log "$step: $name is in the export, skipped"; return; fi
+  require_fast_bf16 "$step"
   log "pipeline $method, training seed $seed"
   hs run configs/hard/$method.yaml --set name=$name --set train.name=$name-train --set train.seed=$seed
 }

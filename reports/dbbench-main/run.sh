@@ -18,15 +18,13 @@ export HS_DATA_DIR=${HS_DATA_DIR:-../shared/data}
 OUT=reports/dbbench-main
 EXPORT=$OUT/rows.db
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+source reports/common.sh   # require_fast_bf16
 # Each hs command runs in the background while the script waits for it, so a TERM or INT (timeout,
 # kill, Ctrl-C) reaches the script at once and is passed on: the step in flight stops too (it answers
 # after the torch operation in flight) instead of running on, orphaned.
 child=
 trap '[[ -n $child ]] && kill -TERM "$child" 2>/dev/null; wait; exit 143' TERM INT
 hs() { "$HS" "$@" & child=$!; wait "$child"; }
-if ! grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null; then   # docs/results.md: ~10x slower without
-  log "warning: this CPU has no AMX/AVX-512 bf16: rollouts and updates run in fp32, about 10x slower; one method takes 6-9 h"
-fi
 
 BASELINES=(frozen_evolution harness_bandit harnessx whale harness_forge harnessx_coupled)   # issue 22
 SEED_STEPS=(harness_s:1 grpo:1 harness_s:2 grpo:2)   # issue 52: training seeds 1 and 2 of the method and GRPO
@@ -43,6 +41,7 @@ exported() { [[ -f $EXPORT ]] && [[ -n "$(sqlite3 "$EXPORT" "SELECT id FROM runs
 run_step() {
   local step=$1 name=${RUN_NAME[$1]:-}
   if [[ -n $name ]] && exported "$name"; then log "$step: $name is in the export, skipped"; return; fi
+  [[ $step == pool ]] || require_fast_bf16 "$step"
   case $step in
     harness_s | grpo | h0_rescue | fixed_mixture)                  # RQ1/RQ2 (+ RQ4-RQ6 for harness_s)
       log "pipeline $step"; hs run configs/main/$step.yaml ;;

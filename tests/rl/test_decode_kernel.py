@@ -66,7 +66,7 @@ def test_lengths_outside_the_buffer_or_mismatched_shapes_are_refused_before_any_
         decode_kernel.decode_attention(torch.randn(2, 3, 32), k, v, torch.tensor([4, 4]), 0.125)
 
 
-def test_turned_off_the_kernel_steps_aside_and_the_engine_samples_the_same_tokens(monkeypatch):
+def test_turned_off_the_kernel_steps_aside_and_the_engine_samples_the_same_tokens():
     """HS_DECODE_KERNEL=0 keeps SDPA; both paths of a whole multi-turn sampling agree token for token."""
     from rl.decode import DecodeEngine
 
@@ -78,15 +78,11 @@ def test_turned_off_the_kernel_steps_aside_and_the_engine_samples_the_same_token
         return [d.tokens for d in engine.generate([list(p) for p in prompts], [None] * 3, 40, 1.0, 1.0, seed=4)]
 
     with_kernel = sample()
-    monkeypatch.setenv("HS_DECODE_KERNEL", "0")
-    decode_kernel._library.cache_clear()
-    try:
+    with decode_kernel.turned_off():
         assert (
             decode_kernel.decode_attention(torch.randn(1, 1, 8), *[torch.randn(1, 1, 4, 8)] * 2, torch.tensor([2]), 1.0)
             is None
         )
         assert sample() == with_kernel
-    finally:
-        monkeypatch.delenv("HS_DECODE_KERNEL")
-        decode_kernel._library.cache_clear()
+    assert decode_kernel.available()
     assert sum(len(t) for t in with_kernel) > 20  # long enough replies that the decode path really ran
