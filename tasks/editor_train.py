@@ -27,7 +27,7 @@ from harness_pool.bundles import Bundle
 from harness_pool.engineer import engineer_messages
 from rl.grpo import group_advantages
 from rl.policy import Sampling
-from rl.precision import resolve_dtype, rollout_copy, sync_weights
+from rl.precision import precision_record, resolve_dtype, rollout_copy, sync_weights
 from rl.train_batch import TrainSequence
 from rl.trainer import TorchTrainer, TrainerSettings
 from tasks.editor_sft import engineer_checkpoint_name
@@ -234,6 +234,7 @@ def save_engineer(cfg: EditorTrainConfig, run_id: str) -> dict:
         "heldout_loss_before": None,
         "heldout_loss_after": None,
         "train_losses": losses,
+        "precision": precision_record(cfg.device, update=cfg.dtype, rollouts="auto"),
     }
     save_checkpoint(trainer.export_model(), policy.tokenizer, run_id, meta)
     return meta

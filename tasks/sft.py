@@ -193,7 +193,9 @@ def register_checkpoint(meta: dict, database_url: str | None) -> str:
                 base_model=meta["base_model"],
                 path=str(checkpoint_path(meta["name"]).resolve()),
                 step=meta["step"],
-                provenance={k: meta[k] for k in ("config", "n_train", "n_heldout", "train_losses", "precision")},
+                provenance={
+                    k: meta[k] for k in ("config", "n_train", "n_heldout", "train_losses", "precision") if k in meta
+                },
                 metrics={
                     "heldout_loss_before": meta["heldout_loss_before"],
                     "heldout_loss_after": meta["heldout_loss_after"],
