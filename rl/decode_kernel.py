@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from rl.precision import cpuinfo
+
 SOURCE = Path(__file__).with_name("decode_attention.cpp")
 FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-ffast-math", "-fopenmp", "-shared", "-fPIC")
 DTYPES = {torch.float32: 0, torch.bfloat16: 1}
@@ -39,12 +41,9 @@ log = logging.getLogger(__name__)
 
 
 def _cpu_signature() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return platform.processor()
+    lines = cpuinfo().splitlines()
     keep = [line for line in lines if line.startswith(("model name", "flags"))]
-    return "\n".join(dict.fromkeys(keep))  # one line of each kind: every core says the same
+    return "\n".join(dict.fromkeys(keep)) or platform.processor()  # one line of each kind: every core says the same
 
 
 def _cache_dir() -> Path:

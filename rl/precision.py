@@ -23,7 +23,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 @lru_cache(maxsize=1)
 def cpu_has_fast_bf16() -> bool:
     """AMX tiles or AVX-512 bf16 instructions (Linux /proc/cpuinfo flags)."""
-    return any(f in _cpuinfo().split() for f in ("amx_bf16", "avx512_bf16"))
+    return any(f in cpuinfo().split() for f in ("amx_bf16", "avx512_bf16"))
 
 
 def precision_record(device: str, **dtypes: str) -> dict:
@@ -33,13 +33,13 @@ def precision_record(device: str, **dtypes: str) -> dict:
     record = {name: resolve_dtype(value, device) for name, value in dtypes.items()}
     record["device"] = device
     if device.split(":")[0] == "cpu":
-        models = [line for line in _cpuinfo().splitlines() if line.startswith("model name")]
+        models = [line for line in cpuinfo().splitlines() if line.startswith("model name")]
         record["cpu"] = models[0].split(":", 1)[1].strip() if models else "unknown"
         record["fast_bf16"] = cpu_has_fast_bf16()
     return record
 
 
-def _cpuinfo() -> str:
+def cpuinfo() -> str:
     try:
         return Path("/proc/cpuinfo").read_text()
     except OSError:
