@@ -45,7 +45,8 @@ def training_lines(results: dict) -> list[str]:
         lines.append("wall time by phase: " + " · ".join(f"{p} {s:.0f} s" for p, s in phases.items()))
     peaks = results.get("phase_peak_gib")
     if peaks:
-        lines.append("peak memory by phase (GiB): " + " · ".join(f"{p} {g:.2f}" for p, g in peaks.items()))
+        allocator = f" ({results['allocator']})" if results.get("allocator") else ""
+        lines.append(f"peak memory by phase (GiB{allocator}): " + " · ".join(f"{p} {g:.2f}" for p, g in peaks.items()))
     k = results["k"]
     for label, d in results.get("differences", {}).items():  # 95% paired-bootstrap intervals over tasks
         lines.append(

@@ -15,7 +15,7 @@ git worktree add -q --detach "$WORK" HEAD
 mkdir -p "$WORK/.hs/data/dbbench" && cp .hs/data/dbbench/train.jsonl "$WORK/.hs/data/dbbench/"
 cd "$WORK"
 start=$(date +%s.%N)
-"$REPO/.venv/bin/python" -m cli.main quickstart > quickstart.log 2>&1 &
+"$REPO/.venv/bin/python" -m cli.launch quickstart > quickstart.log 2>&1 &
 pid=$!
 peak=0
 while kill -0 $pid 2>/dev/null; do

@@ -29,6 +29,7 @@ from flows.evaluate import evaluate
 from flows.evolve import evolve
 from flows.train import train
 from tasks import phase_times
+from rl.memory import allocator_in_use
 from tasks.budget import hold_to_budget
 from tasks.pipeline import (
     ensure_training_split,
@@ -92,7 +93,7 @@ def pipeline(config: PipelineConfig, database_url: str | None = None) -> dict:
         )
     results = record_results(
         cfg, pool_version, trained["run_id"], trained["checkpoint"], evaluations, database_url, flow_run.get_id(),
-        extra={"phase_seconds": phase_times.snapshot(), "phase_peak_gib": phase_times.peaks()},
+        extra={"phase_seconds": phase_times.snapshot(), "phase_peak_gib": phase_times.peaks(), "allocator": allocator_in_use()},
     )  # fmt: skip
     artifacts.publish_results(cfg.name, pipeline_run_id(cfg), results)  # the results table, the intervals
     return results

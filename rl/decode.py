@@ -168,10 +168,11 @@ class DecodeEngine:
         return cfg.num_hidden_layers, cfg.num_key_value_heads, attn.head_dim
 
     def _forward(
-        self, ids: torch.Tensor, slots: torch.Tensor, kv: torch.Tensor, rows: slice | torch.Tensor, visible: int
+        self, ids: torch.Tensor, slots: torch.Tensor, kv, rows: slice | torch.Tensor, visible: int
     ) -> torch.Tensor:
         """Hidden states [b, n, hidden] of tokens `ids` [b, n] at `slots` [b, n] of buffer rows
-        `rows`; their keys/values are written there, each query sees its row's slots <= its own."""
+        `rows` (`kv[layer]` is that layer's [2, rows, kv_heads, width, head_dim]: a list per layer or
+        one tensor); their keys/values are written there, each query sees its row's slots <= its own."""
         decoder = self.model.get_decoder()
         b, n = ids.shape
         x = decoder.embed_tokens(ids)
@@ -301,8 +302,10 @@ def _stream_seed(seed: int, index: int, turn: int) -> int:
 
 
 class _Batch:
-    """The rows of one `DecodeEngine.run`: a key/value buffer [layers, 2, rows, kv_heads, width,
-    head_dim] that grows when a row needs more slots, and per row the sequence it serves.
+    """The rows of one `DecodeEngine.run`: a key/value buffer per layer [2, rows, kv_heads, width,
+    head_dim] that grows when a row needs more slots, and per row the sequence it serves. Growing,
+    compacting and copying rows go one layer at a time, so they hold one layer's copy beside the
+    buffer at most, not a second whole buffer.
 
     A row is PREFILL (its sequence has tokens without keys/values yet), DECODE (its last sampled
     token is fed next) or DONE (it rides along until the next compaction). Each step feeds every
@@ -312,7 +315,7 @@ class _Batch:
         self.engine, self.max_new, self.streams = engine, max_new_tokens, streams
         param = next(engine.model.parameters())
         self.device, self.dtype = param.device, param.dtype
-        self.kv: torch.Tensor | None = None
+        self.kv: list[torch.Tensor] = []
         self.who: list[int] = []  # the caller's index of the sequence each row serves
         self.seq: list[list[int]] = []  # the row's sequence before the current reply
         self.filled: list[int] = []  # slots holding real keys/values
@@ -353,10 +356,13 @@ class _Batch:
         self.copy_of = {row_of[i]: row_of[source[i]] for i in order if source[i] != i}
         layers, kv_heads, head_dim = self.engine._geometry()
         width = max(len(s) for s in sequences) + self.max_new
-        self.kv = torch.zeros((layers, 2, len(order), kv_heads, width, head_dim), dtype=self.dtype, device=self.device)
+        self.kv = [
+            torch.zeros((2, len(order), kv_heads, width, head_dim), dtype=self.dtype, device=self.device)
+            for _ in range(layers)
+        ]
         for row, i in enumerate(order):
             if cached[i] and row not in self.copy_of:
-                self.kv[:, :, row, :, : cached[i]] = caches[i].tensor[:, :, :, : cached[i]].to(self.device)
+                self._write_cache(row, caches[i], cached[i])
 
     def live(self) -> bool:
         return any(state != DONE for state in self.state)
@@ -373,7 +379,11 @@ class _Batch:
 
     def cache_of(self, row: int) -> KVCache:
         """Keys/values of everything the row holds but its last sampled token (never fed back)."""
-        return KVCache(self.kv[:, :, row, :, : self.filled[row]].clone())
+        return KVCache(torch.stack([layer[:, row, :, : self.filled[row]] for layer in self.kv]))
+
+    def _write_cache(self, row: int, cache: KVCache, length: int) -> None:
+        for layer, cached in zip(self.kv, cache.tensor):
+            layer[:, row, :, :length] = cached[:, :, :length].to(self.device)
 
     def reuse(self, row: int, i: int, sequence: list[int], cache: KVCache | None) -> None:
         """A finished row starts serving the caller's sequence i at its first turn: its cache's
@@ -381,7 +391,7 @@ class _Batch:
         cached = min(cache.length, len(sequence) - 1) if cache is not None else 0
         self._ensure_width(len(sequence) + self.max_new)
         if cached:
-            self.kv[:, :, row, :, :cached] = cache.tensor[:, :, :, :cached].to(self.device)
+            self._write_cache(row, cache, cached)
         self.who[row], self.seq[row], self.filled[row], self.state[row] = i, list(sequence), cached, PREFILL
         self.reply_tokens[row], self.reply_logps[row], self.draws[row] = [], [], None
         self.turn[row], self.started[row] = 0, time.perf_counter()
@@ -408,7 +418,9 @@ class _Batch:
         keep = [row for row, state in enumerate(self.state) if state != DONE]
         if not keep or len(keep) * 2 > len(self.state):
             return
-        self.kv = self.kv[:, :, torch.tensor(keep, device=self.device)].contiguous()
+        index = torch.tensor(keep, device=self.device)
+        for i, layer in enumerate(self.kv):
+            self.kv[i] = layer[:, index]  # the old layer is freed before the next is copied
         for name in ("who", "seq", "filled", "state", "reply_tokens", "reply_logps", "turn", "draws", "started"):
             values = getattr(self, name)
             setattr(self, name, [values[row] for row in keep])
@@ -494,7 +506,9 @@ class _Batch:
         copies = [row for row in rows if row in self.copy_of]
         if copies:
             targets = torch.tensor(copies, device=device)
-            self.kv[:, :, targets] = self.kv[:, :, torch.tensor([self.copy_of[row] for row in copies], device=device)]
+            sources = torch.tensor([self.copy_of[row] for row in copies], device=device)
+            for layer in self.kv:
+                layer[:, targets] = layer[:, sources]
             for row in copies:
                 last[row] = last[self.copy_of[row]]
         self.copy_of = {}
@@ -503,11 +517,11 @@ class _Batch:
         return torch.stack([last[row] for row in rows])
 
     def _ensure_width(self, need: int) -> None:
-        width = self.kv.shape[4]
+        width = self.kv[0].shape[3]
         if need <= width:
             return
-        grown = torch.zeros(
-            self.kv.shape[:4] + (max(need, width + width // 2), self.kv.shape[5]), dtype=self.dtype, device=self.device
-        )
-        grown[:, :, :, :, :width] = self.kv
-        self.kv = grown
+        for i, layer in enumerate(self.kv):  # one layer at a time: the old one is freed as the next grows
+            grown = layer.new_zeros(layer.shape[:3] + (max(need, width + width // 2), layer.shape[4]))
+            grown[..., :width, :] = layer
+            self.kv[i] = grown
+            del layer, grown

@@ -208,7 +208,7 @@ def test_more_sequences_than_rows_wait_for_a_row_and_draw_the_same():
         forward, widest = engine._forward, [0]
 
         def counting(ids, slots, kv, rows, width):
-            widest[0] = max(widest[0], kv.shape[2])  # rows in the key/value buffer
+            widest[0] = max(widest[0], kv[0].shape[1])  # rows in the key/value buffer
             return forward(ids, slots, kv, rows, width)
 
         engine._forward = counting

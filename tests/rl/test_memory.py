@@ -53,3 +53,28 @@ def test_a_rollout_copy_set_aside_during_an_update_gets_back_exactly_the_trained
     assert parked.lm_head.weight is parked.model.embed_tokens.weight  # still one tensor
     ids = torch.tensor([[5, 9, 12]])
     assert torch.equal(kept(ids).logits, parked(ids).logits)
+
+
+GROWTH = r"""
+import resource, torch
+from rl.decode import DecodeEngine, _Batch
+from tests.doubles import tiny_llama
+
+engine = DecodeEngine(tiny_llama(), eos_ids=[0], pad_id=0)
+batch = _Batch(engine, 8, [None])
+batch.kv = [torch.ones(2, 4, 2, 5000, 64) for _ in range(20)]  # 20 layers x 20 MiB (fp32 ones: resident)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+batch._ensure_width(5001)  # 1.5x: 600 MiB in all
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+assert batch.kv[7].shape == (2, 4, 2, 7500, 64) and bool((batch.kv[7][..., :5000, :] == 1).all())
+assert not bool(batch.kv[7][..., 5000:, :].any())
+print((after - before) >> 10)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss in KiB")
+def test_the_key_value_buffer_grows_one_layer_at_a_time():
+    """rl/decode.py's buffer growing from 400 to 600 MiB keeps what it held and raises the peak by
+    the growth and one layer (about 230 MiB), not by a second whole buffer (600 MiB)."""
+    out = subprocess.run([sys.executable, "-c", GROWTH], capture_output=True, text=True, check=True)
+    assert int(out.stdout) < 400, out.stdout  # MiB above the peak before growing
