@@ -16,7 +16,11 @@ import glob
 import os
 import sys
 
-JEMALLOC_GLOBS = ("/usr/lib/*-linux-gnu/libjemalloc.so.2", "/usr/lib/libjemalloc.so.2", "/usr/local/lib/libjemalloc.so.2")
+JEMALLOC_GLOBS = (
+    "/usr/lib/*-linux-gnu/libjemalloc.so.2",
+    "/usr/lib/libjemalloc.so.2",
+    "/usr/local/lib/libjemalloc.so.2",
+)
 # Freed pages go back after about a second (and a background thread does it while the process
 # waits on I/O), instead of jemalloc's default 10 s, so a phase's peak does not carry into the next.
 JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"

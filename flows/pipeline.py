@@ -28,8 +28,8 @@ from flows import artifacts
 from flows.evaluate import evaluate
 from flows.evolve import evolve
 from flows.train import train
-from tasks import phase_times
 from rl.memory import allocator_in_use
+from tasks import phase_times
 from tasks.budget import hold_to_budget
 from tasks.pipeline import (
     ensure_training_split,

@@ -49,7 +49,7 @@ def bound_heap() -> bool:
 
 
 def allocator_in_use() -> str:
-    """"jemalloc" when this process runs on it (preloaded by the `hs` entry, cli/launch.py), else "glibc"."""
+    """ "jemalloc" when this process runs on it (preloaded by the `hs` entry, cli/launch.py), else "glibc"."""
     try:
         with open("/proc/self/maps") as maps:
             return "jemalloc" if "libjemalloc" in maps.read() else "glibc"

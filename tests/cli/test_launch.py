@@ -25,7 +25,9 @@ main()
 
 def probe(**env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MALLOC_CONF", "HS_ALLOCATOR")}
-    return subprocess.run([sys.executable, "-c", PROBE], env={**environ, **env}, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", PROBE], env={**environ, **env}, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.skipif(jemalloc_path() is None, reason="no jemalloc on this system (apt-get install libjemalloc2)")
