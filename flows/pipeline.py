@@ -93,7 +93,10 @@ def pipeline(config: PipelineConfig, database_url: str | None = None) -> dict:
         )
     results = record_results(
         cfg, pool_version, trained["run_id"], trained["checkpoint"], evaluations, database_url, flow_run.get_id(),
-        extra={"phase_seconds": phase_times.snapshot(), "phase_peak_gib": phase_times.peaks(), "allocator": allocator_in_use()},
+        extra={
+            "phase_seconds": phase_times.snapshot(), "phase_peak_gib": phase_times.peaks(),
+            "allocator": allocator_in_use(),
+        },
     )  # fmt: skip
     artifacts.publish_results(cfg.name, pipeline_run_id(cfg), results)  # the results table, the intervals
     return results
