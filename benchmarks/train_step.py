@@ -3,7 +3,8 @@ peak memory, for the previous default and the new one side by side in one run.
 
 One update on 8 sequences of 1,024 tokens (4 turns each: 160 context tokens, loss mask 0, then
 96 sampled tokens, loss mask 1; advantages +1/-1). Each setting runs in its own process so its
-peak resident memory (VmHWM, or CUDA's peak allocation on a GPU) is its own. The first row is
+peak resident memory (VmHWM, or CUDA's peak allocation on a GPU) is its own, on the allocator `hs`
+runs on (jemalloc where the system has it, cli/launch.py; a row named "..., glibc" on glibc's). The first row is
 the update as it was before issue 16: float32, a separate old-log-prob pass, micro-batch 2.
 The share of peak divides the update's matmul work (6 x parameters x tokens for forward and
 backward, plus attention) by its seconds and by a bf16 2048^3 matmul measured in this run. The
@@ -40,6 +41,7 @@ SETTINGS = {
     "bf16, micro 1 + grad ckpt": {"micro_batch": 1, "dtype": "bfloat16", "gradient_checkpointing": True},
     "bf16, micro 2": {"micro_batch": 2, "dtype": "bfloat16"},
     "bf16, micro 2 + grad ckpt": {"micro_batch": 2, "dtype": "bfloat16", "gradient_checkpointing": True},
+    "bf16, micro 2 + grad ckpt, glibc": {"micro_batch": 2, "dtype": "bfloat16", "gradient_checkpointing": True},
     "bf16, micro 4": {"micro_batch": 4, "dtype": "bfloat16"},
     "bf16, micro 8": {"micro_batch": 8, "dtype": "bfloat16"},
     "bf16, micro 8 + grad ckpt": {"micro_batch": 8, "dtype": "bfloat16", "gradient_checkpointing": True},
@@ -92,6 +94,19 @@ def build_model(model_name: str, device: str, dtype: str):
 
     policy = TransformersPolicy(model_name, device=device, dtype=dtype, shared=False)
     return policy.model, policy.pad_id
+
+
+def child_environment(name: str) -> dict:
+    """A row runs on the allocator `hs` runs on (jemalloc where the system has it, cli/launch.py);
+    a row whose name ends in ", glibc" on glibc's."""
+    import os
+
+    from cli.launch import allocator_environment
+
+    glibc = name.endswith(", glibc")
+    environ = {k: v for k, v in os.environ.items() if not (glibc and k in ("LD_PRELOAD", "MALLOC_CONF"))}
+    environ["HS_ALLOCATOR"] = "glibc" if glibc else environ.get("HS_ALLOCATOR", "jemalloc")
+    return allocator_environment(environ) or environ
 
 
 def peak_rss_gib() -> float:
@@ -159,7 +174,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.only:
         backend, setting = args.only.split("|")
-        print(json.dumps(one(args.model, args.device, backend, SETTINGS[setting])))
+        from rl.memory import allocator_in_use
+
+        print(json.dumps({**one(args.model, args.device, backend, SETTINGS[setting]), "allocator": allocator_in_use()}))
         return
     machine = measure(args.device)
     peak = machine["bf16_peak"]
@@ -167,7 +184,8 @@ def main() -> None:
     def row(backend: str, name: str):
         def run() -> dict:
             command = [sys.executable, __file__, "--model", args.model, "--device", args.device]
-            out = subprocess.run([*command, "--only", f"{backend}|{name}"], capture_output=True, text=True)
+            env = child_environment(name)
+            out = subprocess.run([*command, "--only", f"{backend}|{name}"], capture_output=True, text=True, env=env)
             if out.returncode != 0:
                 last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else str(out.returncode)
                 return {"failed": last}
@@ -184,20 +202,20 @@ def main() -> None:
     )
     peak_kind = "CUDA peak GiB" if args.device.startswith("cuda") else "peak RSS GiB"
     print(
-        f"{'backend':9} {'setting':26} {'old lp s':>8} {'fwd+bwd s':>9} {'optim s':>7} {'total s':>8} {'(range)':>11} "
+        f"{'backend':9} {'setting':33} {'old lp s':>8} {'fwd+bwd s':>9} {'optim s':>7} {'total s':>8} {'(range)':>11} "
         f"{'speed-up':>8} {'% bf16 peak':>11} {peak_kind:>13}"
     )
     baseline = None
     for (backend, name), runs in zip(rows, results.values()):
         failed = [r["failed"] for r in runs if "failed" in r]
         if failed:
-            print(f"{backend:9} {name:26} failed: {failed[0]}")
+            print(f"{backend:9} {name:33} failed: {failed[0]}")
             continue
         total = median(runs, "seconds_total")
         baseline = baseline or total
         memory = median(runs, "peak_cuda_gib" if "peak_cuda_gib" in runs[0] else "peak_rss_gib")
         print(
-            f"{backend:9} {name:26} {median(runs, 'seconds_old_logprobs'):8.1f} "
+            f"{backend:9} {name:33} {median(runs, 'seconds_old_logprobs'):8.1f} "
             f"{median(runs, 'seconds_forward_backward'):9.1f} {median(runs, 'seconds_optimizer'):7.2f} {total:8.1f} "
             f"{spread(runs, 'seconds_total'):>11} {baseline / total:7.2f}x "
             f"{100 * runs[0]['flops'] / total / peak:10.1f}% {memory:13.2f}",
