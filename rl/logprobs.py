@@ -3,12 +3,16 @@
 Full-vocabulary logits for every position (B x T x V floats: 8 x 1024 x 49152 x 4 bytes =
 1.6 GB for SmolLM2) are never held at once: the decoder's hidden states are projected to the
 vocabulary `chunk` positions at a time, reduced to the log-prob of the actual next token, and
-dropped. Gradients flow through the kept values only.
+dropped. Gradients flow through the kept values only: when they are needed, each chunk's logits
+are recomputed from its hidden states during backward (activation checkpointing), since autograd
+would otherwise keep every chunk's log-softmax (fp32, chunk x V) until the backward: 275 MB for
+1,400 loss tokens of SmolLM2, the largest part of an update's saved activations.
 """
 
 from __future__ import annotations
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 
 def token_logprobs(
@@ -34,7 +38,7 @@ def token_logprobs(
         pieces = [torch.zeros((input_ids.shape[0], 1), dtype=torch.float32, device=input_ids.device)]
         for start in range(0, hidden.shape[1] - 1, chunk):
             stop = min(start + chunk, hidden.shape[1] - 1)
-            pieces.append(_picked(head(hidden[:, start:stop]), targets[:, start:stop], temperature))
+            pieces.append(_projected(head, hidden[:, start:stop], targets[:, start:stop], temperature))
         return torch.cat(pieces, dim=1)
     where = needed[:, 1:].to(torch.bool)
     states, wanted = hidden[:, :-1][where], targets[where]  # [N, H], [N]: the predicting states
@@ -42,7 +46,7 @@ def token_logprobs(
     picked = (
         torch.cat(
             [
-                _picked(head(states[a : a + rows]), wanted[a : a + rows], temperature)
+                _projected(head, states[a : a + rows], wanted[a : a + rows], temperature)
                 for a in range(0, len(wanted), rows)
             ]
         )
@@ -52,6 +56,17 @@ def token_logprobs(
     out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
     out[:, 1:] = out[:, 1:].masked_scatter(where, picked)
     return out
+
+
+def _projected(head, states: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+    """log p(targets) from hidden `states` [..., H]; with gradients, the logits are recomputed in backward."""
+    if torch.is_grad_enabled() and states.requires_grad:
+        return checkpoint(_head_picked, head, states, targets, temperature, use_reentrant=False)
+    return _head_picked(head, states, targets, temperature)
+
+
+def _head_picked(head, states: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+    return _picked(head(states), targets, temperature)
 
 
 def _picked(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:

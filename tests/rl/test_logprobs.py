@@ -61,3 +61,31 @@ def test_only_the_needed_positions_are_projected_and_they_equal_the_dense_result
     assert model.lm_head.weight.grad is not None and model.lm_head.weight.grad.abs().sum() > 0
     none = token_logprobs(model, ids, attn, needed=torch.zeros_like(needed))
     assert torch.all(none == 0)
+
+
+def test_with_gradients_no_vocabulary_sized_activation_is_kept_and_the_gradients_are_the_full_ones():
+    """Each chunk's logits are recomputed in backward: nothing [.., V] but the head's weight is
+    saved for it, and every parameter's gradient equals the one through the full logits."""
+    model = _tiny_model()
+    ids = torch.randint(0, 97, (2, 19))
+    attn = torch.ones_like(ids)
+    needed = torch.rand(ids.shape) < 0.6
+    full = torch.log_softmax(model(input_ids=ids, attention_mask=attn).logits[:, :-1].float(), -1)
+    (full.gather(2, ids[:, 1:, None]).squeeze(2) * needed[:, 1:]).sum().backward()
+    expected = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    saved: list[tuple[int, ...]] = []
+
+    def keep(t):
+        saved.append(tuple(t.shape))
+        return t
+
+    for kwargs in ({"needed": needed}, {}):  # the loss-token path and the dense one
+        saved.clear()
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            got = token_logprobs(model, ids, attn, chunk=4, **kwargs)
+        assert not [s for s in saved if s[-1] == 97 and s != (97, 32)], saved
+        (got * needed).sum().backward()
+        for name, p in model.named_parameters():
+            assert torch.allclose(p.grad, expected[name], atol=1e-5), name
+        model.zero_grad(set_to_none=True)
