@@ -72,15 +72,18 @@ def rq2_figure(validation: pd.DataFrame) -> Figure | None:
 
 
 def rq3_figure(stages: pd.DataFrame) -> Figure | None:
-    """Rescue success per training stage, one bar series per router variant (missing = no rescue)."""
+    """Rescue success per training stage, one bar series per router variant (named by the router;
+    by the method where a router has several, e.g. training seeds), missing = no rescue."""
     if stages.empty:
         return None
     fig, ax = plt.subplots(figsize=SIZE)
     order = list(dict.fromkeys(stages.sort_values("first_update")["stage"]))
     series = {}
-    for router, part in stages.groupby("router", sort=False):
+    methods_per_router = stages.groupby("router")["method"].nunique()
+    for (router, method), part in stages.groupby(["router", "method"], sort=False):
         values = part.set_index("stage")["rescue_success"]
-        series[router] = [float(values[s]) if s in values and pd.notna(values[s]) else 0.0 for s in order]
+        name = router if methods_per_router[router] == 1 else method
+        series[name] = [float(values[s]) if s in values and pd.notna(values[s]) else 0.0 for s in order]
     _grouped_bars(ax, [f"updates {s}" for s in order], series)
     ax.set_ylabel("rescue groups with a success")
     ax.set_title("RQ3: rescue success per stage and router")

@@ -534,3 +534,21 @@ def test_the_resource_table_tells_which_methods_started_from_the_same_weights(se
     searcher = replace(methods[0], train_run_id=None, evaluations={}, search_runs=("search-late", "search-early"))
     assert start_weights(session, searcher) == first[:12]
     assert start_weights(session, replace(searcher, search_runs=())) is None
+
+
+def test_the_rescue_figure_draws_each_seed_of_a_router_as_its_own_series():
+    """Two training seeds of one adaptive method: one bar series each (a series per router would
+    have met two values for one stage)."""
+    import pandas as pd
+
+    from analysis import figures
+    from analysis.research import RESCUE_STAGE_TABLE
+
+    rows = [
+        ["adaptive", f"harness_s (adaptive) seed {seed}", stage, first, 60, hits, hits / 60, None, None]
+        for seed, hits in ((0, 5), (1, 8))
+        for stage, first in (("0-9", 0), ("10-19", 10))
+    ]
+    fig = figures.rq3_figure(pd.DataFrame(rows, columns=RESCUE_STAGE_TABLE))
+    labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["harness_s (adaptive) seed 0", "harness_s (adaptive) seed 1"]
