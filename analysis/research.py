@@ -227,24 +227,27 @@ RESCUE_STAGE_TABLE = [
 
 
 def rq3_reanchoring_ablation(stages: pd.DataFrame) -> pd.DataFrame:
-    """Adaptive (re-anchored profiles) vs fixed_profiles (first profiles kept) per stage; empty unless both ran."""
-    columns = ["stage", "adaptive", "fixed_profiles", "difference", "low", "high", "verdict"]
-    both = stages[stages["router"].isin(["adaptive", "fixed_profiles"])]
-    if set(both["router"]) != {"adaptive", "fixed_profiles"}:
+    """Adaptive (re-anchored profiles) vs fixed_profiles (first profiles kept) per stage; empty unless both ran.
+    Several training seeds of one router pool their rescues (counts summed; `*_runs` says how many runs):
+    the Newcombe interval then treats rescues as independent and leaves out the between-seed variance."""
+    routers = ["adaptive", "fixed_profiles"]
+    columns = ["stage", *routers, "adaptive_runs", "fixed_profiles_runs", "difference", "low", "high", "verdict"]
+    both = stages[stages["router"].isin(routers)]
+    if set(both["router"]) != set(routers):
         return pd.DataFrame(columns=columns)
+    pooled = both.groupby(["stage", "router"]).agg(
+        rescues=("rescues", "sum"), rescued=("rescued", "sum"), runs=("method", "size")
+    )
     rows = []
-    for stage, part in both.groupby("stage", sort=True):
-        by = part.set_index("router")
-        row = {
-            "stage": stage,
-            "adaptive": by["rescue_success"].get("adaptive"),
-            "fixed_profiles": by["rescue_success"].get("fixed_profiles"),
-        }
-        if (
-            {"adaptive", "fixed_profiles"} <= set(by.index)
-            and by.loc["adaptive", "rescues"]
-            and by.loc["fixed_profiles", "rescues"]
-        ):
+    for stage, part in pooled.groupby(level="stage", sort=True):
+        by = part.droplevel("stage")
+        row: dict = {"stage": stage}
+        for router in routers:
+            if router in by.index:
+                rescues, rescued = by.loc[router, "rescues"], by.loc[router, "rescued"]
+                row[router] = rescued / rescues if rescues else None
+                row[f"{router}_runs"] = int(by.loc[router, "runs"])
+        if all(r in by.index and by.loc[r, "rescues"] for r in routers):
             c = two_proportions(
                 by.loc["adaptive", "rescued"],
                 by.loc["adaptive", "rescues"],

@@ -132,6 +132,29 @@ def test_rq3_stages_and_reanchoring_ablation(session, methods):
     assert {r["verdict"] for r in ablation.values()} == {"within noise"}  # 1 of 3 vs 2 of 4; 1 of 4 vs 0 of 2
 
 
+def test_reanchoring_ablation_pools_the_seeds_of_a_router():
+    def stage(router, method, name, rescues, rescued):
+        return {"router": router, "method": method, "stage": name, "rescues": rescues, "rescued": rescued}
+
+    stages = pd.DataFrame(
+        [
+            stage("adaptive", "harness_s seed 0", "0-9", 10, 2),
+            stage("adaptive", "harness_s seed 1", "0-9", 30, 10),
+            stage("fixed_profiles", "fixed seed 0", "0-9", 20, 2),
+            stage("adaptive", "harness_s seed 0", "10-19", 0, 0),
+            stage("adaptive", "harness_s seed 1", "10-19", 0, 0),
+            stage("fixed_profiles", "fixed seed 0", "10-19", 5, 1),
+        ]
+    )
+    rows = _records(research.rq3_reanchoring_ablation(stages), "stage")
+    first = rows["0-9"]  # 12 of 40 pooled over the two seeds against 2 of 20
+    assert (first["adaptive"], first["fixed_profiles"], first["difference"]) == approx((0.3, 0.1, 0.2))
+    assert (first["adaptive_runs"], first["fixed_profiles_runs"]) == (2, 1)
+    assert first["low"] < first["difference"] < first["high"]
+    second = rows["10-19"]  # no adaptive rescue in the stage: shares, no comparison
+    assert pd.isna(second["adaptive"]) and second["fixed_profiles"] == approx(0.2) and pd.isna(second["low"])
+
+
 def test_evaluation_differences_are_paired_over_tasks(session, methods):
     from analysis.comparisons import evaluation_differences
 
