@@ -19,7 +19,7 @@ setup:
 	$(PIP) install -q --no-build-isolation deepspeed==0.19.8
 	$(PIP) install -q -e '.[test]'
 	@command -v bwrap >/dev/null || echo "note: bubblewrap is missing: model-written code (hooks, tests, API calls, games) needs it: apt-get install bubblewrap" >&2
-	@ls /usr/lib/*-linux-gnu/libjemalloc.so.2 >/dev/null 2>&1 || echo "note: jemalloc is missing: hs runs on glibc's allocator, about 1.5 GiB higher training peaks: apt-get install libjemalloc2" >&2
+	@python3 -c 'from cli.launch import jemalloc_path; raise SystemExit(jemalloc_path() is None)' || echo "note: jemalloc is missing: hs runs on glibc's allocator, about 1.5 GiB higher training peaks: apt-get install libjemalloc2" >&2
 
 test:
 	$(VENV)/bin/pytest -q
