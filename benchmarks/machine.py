@@ -106,11 +106,14 @@ def measure(device: str = "cpu") -> dict:
 
 def describe(m: dict) -> str:
     """One line naming the machine and its measured limits."""
+    from rl.memory import allocator_in_use
+
     where = m.get("gpu") or f"{m['cpu']}, {m['cores']} cores, {m['threads']} threads"
     flags = " ".join(m["flags"]) or "none of " + " ".join(FLAGS)
     return (
         f"machine: {where}; flags {flags}; read bandwidth {m['bandwidth'] / 1e9:.1f} GB/s; "
-        f"matmul peak bf16 {m['bf16_peak'] / 1e12:.3g} TFLOP/s, fp32 {m['fp32_peak'] / 1e12:.3g} TFLOP/s"
+        f"matmul peak bf16 {m['bf16_peak'] / 1e12:.3g} TFLOP/s, fp32 {m['fp32_peak'] / 1e12:.3g} TFLOP/s; "
+        f"this process's allocator {allocator_in_use()}"
     )
 
 
