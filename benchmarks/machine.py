@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from cli.environment import apply_defaults
+from rl.memory import allocator_in_use  # ctypes only: torch is not loaded before apply_defaults
 
 apply_defaults()
 
@@ -106,8 +107,6 @@ def measure(device: str = "cpu") -> dict:
 
 def describe(m: dict) -> str:
     """One line naming the machine and its measured limits."""
-    from rl.memory import allocator_in_use
-
     where = m.get("gpu") or f"{m['cpu']}, {m['cores']} cores, {m['threads']} threads"
     flags = " ".join(m["flags"]) or "none of " + " ".join(FLAGS)
     return (
