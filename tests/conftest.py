@@ -46,6 +46,15 @@ def prefect_api():
 
 
 @pytest.fixture(scope="session")
+def prefect_api_url(prefect_api) -> str:
+    """The test API's address, for `hs` subprocesses: with it in PREFECT_API_URL they use this API
+    instead of each starting (about 10 s) and stopping a temporary server of its own."""
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value()
+
+
+@pytest.fixture(scope="session")
 def train_dir(data_dir, tmp_path_factory) -> Path:
     """A generated DBBench training split (seed 0) in a temporary HS_GENERATED_DIR."""
     from envs.dbbench.train_split import build_train_split

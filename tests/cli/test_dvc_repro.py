@@ -57,7 +57,7 @@ def _git_clean_clone(dest: Path) -> None:
 
 
 @pytest.mark.slow
-def test_dvc_repro_runs_every_stage_in_a_fresh_clone_then_skips_them(tmp_path, data_dir):
+def test_dvc_repro_runs_every_stage_in_a_fresh_clone_then_skips_them(tmp_path, data_dir, prefect_api_url):
     clone = tmp_path / "clone"
     _git_clean_clone(clone)
     (clone / "params.yaml").write_text(yaml.safe_dump(TINY, sort_keys=False))
@@ -67,6 +67,7 @@ def test_dvc_repro_runs_every_stage_in_a_fresh_clone_then_skips_them(tmp_path, d
         "DVC_NO_ANALYTICS": "1",
         "WANDB_MODE": "disabled",
         "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PREFECT_API_URL": prefect_api_url,  # the stages' flows report to the test API (no server per stage)
         "HS_GENERATED_DIR": ".hs/data",
     }
     env.pop("HS_DATABASE_URL", None)

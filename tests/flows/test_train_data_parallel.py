@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_two_rank_launch_trains_on_both_ranks_and_resumes(tmp_path, train_dir):
+def test_two_rank_launch_trains_on_both_ranks_and_resumes(tmp_path, train_dir, prefect_api_url):
     pytest.importorskip("deepspeed")
     cfg = TrainConfig.model_validate(
         dict(
@@ -54,6 +54,7 @@ def test_two_rank_launch_trains_on_both_ranks_and_resumes(tmp_path, train_dir):
         "HS_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
         "HS_GENERATED_DIR": str(train_dir),
         "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PREFECT_API_URL": prefect_api_url,  # the ranks' flows report to the test API (no temporary server)
     }
 
     def launch(updates: int) -> subprocess.CompletedProcess:
