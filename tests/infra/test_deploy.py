@@ -95,7 +95,7 @@ def test_deploy_then_trigger_through_the_api_runs_on_a_worker(tmp_path, data_dir
         schema = dep["parameter_openapi_schema"]  # the typed form the UI renders
         assert "config" in schema["properties"] and "EvalConfig" in str(schema)
         assert dep["parameters"]["config"]["harness"] == "h0"  # prefilled from configs/eval_dbbench.yaml
-        # its flow runs get the database and the sleeping OpenMP threads (cli/environment.py)
+        # its flow runs get the database, the sleeping OpenMP threads and the bounded kernel caches (cli/environment.py)
         assert dep["job_variables"]["env"] == {
             "OMP_WAIT_POLICY": "PASSIVE",
             "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "256",
