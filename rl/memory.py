@@ -69,6 +69,20 @@ def _mallctl():
 MALLCTL_ARENAS_ALL = 4096  # jemalloc's arena index meaning every arena
 
 
+def jemalloc_allocated() -> int | None:
+    """Bytes this process holds allocated through jemalloc (its `stats.allocated`, refreshed);
+    None when it does not run on jemalloc."""
+    mallctl = _mallctl()
+    if mallctl is None:
+        return None
+    epoch = ctypes.c_uint64(1)
+    mallctl(b"epoch", None, None, ctypes.byref(epoch), ctypes.c_size_t(ctypes.sizeof(epoch)))
+    value = ctypes.c_size_t(0)
+    size = ctypes.c_size_t(ctypes.sizeof(value))
+    mallctl(b"stats.allocated", ctypes.byref(value), ctypes.byref(size), None, 0)
+    return value.value
+
+
 def release_memory(collect: bool = True) -> bool:
     """Collect garbage (unless `collect` is False: a full collection takes 0.3 s and more in a
     process holding a model and Prefect, and tensors are freed by reference counting anyway),
