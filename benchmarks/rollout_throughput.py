@@ -8,7 +8,8 @@ since the base model ends nearly every episode at its first turn.
 Rows, all in this process on the same prompts:
 - engine (default: lean loop, keys/values kept across turns, continuous batching, dtype auto);
 - the same engine with one batched call per turn (every episode waits for the turn's slowest reply);
-- the same engine with torch's SDPA for the decode step's attention instead of the compiled kernel;
+- the same engine with torch's SDPA and sampler for the decode step instead of the compiled kernels
+  (rl/decode_kernel.py: attention and sampler);
 - previous engine (model.generate per turn, fp32, the whole conversation prefilled each turn);
 - plain fp32 `model.generate` on the same N x K first-turn prompts, one call (first turn only).
 Tokens/s (sampled tokens over wall time) is the fair comparison. The rows run interleaved
@@ -16,7 +17,7 @@ Tokens/s (sampled tokens over wall time) is the fair comparison. The rows run in
 machine's CPU, bandwidth and matmul peaks measured in the same run (benchmarks/machine.py). The
 physical limit is the decode rate at which reading the weights once per step saturates the
 measured memory read bandwidth, times the batch; the engine's share of it is printed too. One
-decode step is then timed (with the compiled attention kernel, then with SDPA) at batch N x K
+decode step is then timed (with the compiled kernels, then with SDPA and the torch sampler) at batch N x K
 and contexts 512 and 1,536 against reading the weights and that context's keys/values once.
 
 Run: HS_DATA_DIR=../shared/data .venv/bin/python benchmarks/rollout_throughput.py [--tasks 4 --k 8]
@@ -193,7 +194,7 @@ def main() -> None:
             with decode_kernel.turned_off():
                 return engine_run(engine, specs, sampling, args.max_rounds)
 
-        rows["same, SDPA decode attention"] = sdpa_attention
+        rows["same, SDPA + torch sampler"] = sdpa_attention
     if not args.skip_previous:
         rows["previous engine (hf, float32)"] = lambda: engine_run(fp32, specs, sampling, args.max_rounds)
     rows["plain fp32 generate, first turn"] = lambda: plain_generate(fp32, prompts, sampling)
@@ -223,7 +224,7 @@ def main() -> None:
         f"{len(specs)}; the engine reaches {100 * median(first, 'rate') / limit:.1f}%"
     )
     print(f"engine time in the environment (all rollouts, summed, median): {median(first, 'env_s'):.3f} s")
-    attentions = {"compiled kernel": nullcontext, "SDPA": decode_kernel.turned_off}
+    attentions = {"compiled kernels": nullcontext, "SDPA + torch sampler": decode_kernel.turned_off}
     for (attention, off), context in itertools.product(attentions.items(), (512, 1536)):
         with off():
             p = decode_step_profile(engine, len(specs), context)

@@ -20,7 +20,8 @@ The engine:
 
 The sampler draws from softmax(logits / temperature) restricted to the top-p nucleus; the
 nucleus is searched among the 64 largest logits first, then 1,024, and the full vocabulary is
-sorted only for a row whose nucleus is wider still. The recorded log-prob of a sampled token is under
+sorted only for a row whose nucleus is wider still. On CPU the compiled sampler of
+rl/decode_kernel.py makes the same draw in two passes over each row. The recorded log-prob of a sampled token is under
 softmax(logits / temperature), before top-p, as `rl/policy.Generation` documents.
 
 Positions are slots: a row's token t sits at slot t, so rotary positions need no padding
@@ -39,6 +40,7 @@ import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from rl.decode_kernel import decode_attention
+from rl.decode_kernel import sample as sample_kernel
 from rl.policy import PolicyError
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
@@ -89,9 +91,12 @@ def sample_tokens(
 
     Each row's draw uses one uniform number: `uniforms` [B] when given (so a row's sample does
     not depend on where it sits in the batch), else fresh ones from `generator`."""
-    logits = logits.float()
     if uniforms is None:
         uniforms = torch.rand(logits.shape[0], generator=generator, device=logits.device)
+    drawn = sample_kernel(logits, temperature, top_p, uniforms)  # the same draw, compiled (CPU)
+    if drawn is not None:
+        return drawn
+    logits = logits.float()
     if temperature <= 0:
         tokens = logits.argmax(-1)
         return tokens, (logits.gather(1, tokens[:, None]).squeeze(1) - torch.logsumexp(logits, -1))

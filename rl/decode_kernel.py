@@ -1,17 +1,21 @@
-"""The decode step's attention as a small compiled kernel (issue 51: decode near its memory limit).
+"""The decode step's attention and sampler as small compiled kernels (issue 51: decode near its
+memory limit).
 
 torch's CPU SDPA, given a decode step (one query per row over a buffer padded to the longest
 row), spends 2.5-3x the time of reading the keys and values once and reads every row to the
 padded width (docs/results.md). `rl/decode_attention.cpp` reads each row's own filled slots
-once, with the query heads of a key/value head together and an online softmax. No package that
-installs from PyPI for this torch does that on CPU, so the source ships here and is compiled on
-first use with the system's C++ compiler (about 2 s) for this machine's CPU (`-march=native`),
-into a cache keyed by the source, the flags and the CPU (`HS_KERNEL_CACHE`, default
-~/.cache/harness-s/kernels). It is a plain C function called through ctypes on the tensors'
-memory: no torch headers, no Python module build.
+once, with the query heads of a key/value head together and an online softmax. The torch sampler
+(rl/decode.py) makes a dozen passes over the [rows, vocabulary] logits (10-22 ms a step at 32 x
+49,152 on 2 cores); `rl/decode_sampler.cpp` draws the same token in two passes per row. No package
+that installs from PyPI for this torch does either on CPU, so the sources ship here and are
+compiled together on first use with the system's C++ compiler (about 3 s) for this machine's CPU
+(`-march=native`), into a cache keyed by the sources, the flags and the CPU (`HS_KERNEL_CACHE`,
+default ~/.cache/harness-s/kernels). They are plain C functions called through ctypes on the
+tensors' memory: no torch headers, no Python module build.
 
-Where it cannot be used (no compiler, a GPU tensor, a dtype other than float32/bfloat16, or
-`HS_DECODE_KERNEL=0`) `decode_attention` returns None and the engine keeps SDPA.
+Where they cannot be used (no compiler, a GPU tensor, a dtype other than float32/bfloat16, or
+`HS_DECODE_KERNEL=0`) `decode_attention` and `sample` return None and the engine keeps SDPA and
+the torch sampler.
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ import torch
 
 from rl.precision import cpuinfo
 
-SOURCE = Path(__file__).with_name("decode_attention.cpp")
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("decode_attention.cpp", "decode_sampler.cpp"))
 FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-ffast-math", "-fopenmp", "-shared", "-fPIC")
 DTYPES = {torch.float32: 0, torch.bfloat16: 1}
 PROFILER_NAME = "hs::decode_attention"
+SAMPLER_PROFILER_NAME = "hs::sample"
 _I64P = ctypes.POINTER(ctypes.c_int64)
 log = logging.getLogger(__name__)
 
@@ -55,13 +60,14 @@ def _build(compiler: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:  # atomic: concurrent builders each rename
         out = Path(tmp) / target.name
-        subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(out)], check=True, capture_output=True, timeout=300)
+        sources = [str(source) for source in SOURCES]
+        subprocess.run([compiler, *FLAGS, *sources, "-o", str(out)], check=True, capture_output=True, timeout=300)
         os.replace(out, target)
 
 
 @lru_cache(maxsize=1)
 def _library():
-    """The compiled kernel's entry point, or None where it cannot be built or is turned off."""
+    """The compiled kernels (a ctypes library), or None where they cannot be built or are turned off."""
     if os.environ.get("HS_DECODE_KERNEL", "1") == "0":
         return None
     compiler = shutil.which(os.environ.get("CXX", "g++"))
@@ -69,9 +75,9 @@ def _library():
         log.warning("no C++ compiler (g++): the decode step keeps torch's SDPA; install g++ for the faster kernel")
         return None
     key = hashlib.sha256(
-        "\0".join([SOURCE.read_text(), " ".join(FLAGS), compiler, _cpu_signature()]).encode()
+        "\0".join([*(source.read_text() for source in SOURCES), " ".join(FLAGS), compiler, _cpu_signature()]).encode()
     ).hexdigest()[:16]
-    target = _cache_dir() / f"decode_attention-{key}.so"
+    target = _cache_dir() / f"decode_kernels-{key}.so"
     try:
         if not target.exists():
             _build(compiler, target)
@@ -80,11 +86,13 @@ def _library():
         detail = getattr(error, "stderr", b"") or b""
         log.warning("decode kernel not built (%s %s): the decode step keeps torch's SDPA", error, detail[-300:])
         return None
-    entry = library.hs_decode_attention
-    entry.restype = ctypes.c_int
-    entry.argtypes = [ctypes.c_int, ctypes.c_void_p, _I64P, ctypes.c_void_p, ctypes.c_void_p, _I64P, _I64P]
-    entry.argtypes += [ctypes.c_int64] * 4 + [ctypes.c_float, ctypes.c_void_p]
-    return entry
+    attention, sample = library.hs_decode_attention, library.hs_sample
+    attention.argtypes = [ctypes.c_int, ctypes.c_void_p, _I64P, ctypes.c_void_p, ctypes.c_void_p, _I64P, _I64P]
+    attention.argtypes += [ctypes.c_int64] * 4 + [ctypes.c_float, ctypes.c_void_p]
+    sample.argtypes = [ctypes.c_int, ctypes.c_void_p] + [ctypes.c_int64] * 3 + [ctypes.c_float] * 2
+    sample.argtypes += [ctypes.c_void_p] * 3
+    attention.restype = sample.restype = ctypes.c_int
+    return library
 
 
 def available() -> bool:
@@ -93,7 +101,8 @@ def available() -> bool:
 
 @contextmanager
 def turned_off():
-    """SDPA in place of the kernel inside the block (as HS_DECODE_KERNEL=0 does for a process)."""
+    """SDPA and the torch sampler in place of the kernels inside the block (as HS_DECODE_KERNEL=0 does
+    for a process)."""
     before = os.environ.get("HS_DECODE_KERNEL")
     os.environ["HS_DECODE_KERNEL"] = "0"
     _library.cache_clear()
@@ -113,8 +122,8 @@ def decode_attention(
     """Attention of q [B, Hq, D] (one query per row) over k, v [B, Hkv, S, D], row b reading its
     slots [0, lengths[b]); query head h reads key/value head h // (Hq / Hkv). Returns [B, Hq, D],
     or None where the kernel does not apply (the caller then uses SDPA)."""
-    entry = _library()
-    if entry is None or q.device.type != "cpu" or q.dtype not in DTYPES or not (q.dtype == k.dtype == v.dtype):
+    library = _library()
+    if library is None or q.device.type != "cpu" or q.dtype not in DTYPES or not (q.dtype == k.dtype == v.dtype):
         return None
     b, hq, d = q.shape
     if k.shape != v.shape or k.stride() != v.stride() or k.shape[0] != b or k.shape[3] != d or hq % k.shape[1]:
@@ -128,8 +137,31 @@ def decode_attention(
     q_strides = (ctypes.c_int64 * 2)(q.stride(0), q.stride(1))
     kv_strides = (ctypes.c_int64 * 3)(k.stride(0), k.stride(1), k.stride(2))
     with torch.profiler.record_function(PROFILER_NAME):  # what benchmarks/rollout_throughput.py counts as attention
-        status = entry(
+        status = library.hs_decode_attention(
             DTYPES[q.dtype], q.data_ptr(), q_strides, k.data_ptr(), v.data_ptr(), kv_strides,
             ctypes.cast(lengths.data_ptr(), _I64P), b, hq, k.shape[1], d, float(scale), out.data_ptr(),
         )  # fmt: skip
     return out if status == 0 else None
+
+
+def sample(
+    logits: torch.Tensor, temperature: float, top_p: float, uniforms: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """rl/decode.py's `sample_tokens` for [B, V] CPU logits and one uniform per row: (tokens [B],
+    log-probs [B] under softmax(logits / temperature)), or None where the kernel does not apply."""
+    library = _library()
+    if library is None or logits.device.type != "cpu" or logits.dtype not in DTYPES or logits.dim() != 2:
+        return None
+    if logits.stride(1) != 1:
+        logits = logits.contiguous()
+    rows, vocab = logits.shape
+    uniforms = uniforms.to(device="cpu", dtype=torch.float32).contiguous()
+    if uniforms.shape != (rows,):
+        raise ValueError(f"sample: {tuple(uniforms.shape)} uniforms for {rows} rows of logits; give one per row")
+    tokens, logps = torch.empty(rows, dtype=torch.int64), torch.empty(rows, dtype=torch.float32)
+    with torch.profiler.record_function(SAMPLER_PROFILER_NAME):
+        status = library.hs_sample(
+            DTYPES[logits.dtype], logits.data_ptr(), rows, vocab, logits.stride(0), float(temperature), float(top_p),
+            uniforms.data_ptr(), tokens.data_ptr(), logps.data_ptr(),
+        )  # fmt: skip
+    return (tokens, logps) if status == 0 else None
