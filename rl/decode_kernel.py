@@ -72,7 +72,9 @@ def _library():
         return None
     compiler = shutil.which(os.environ.get("CXX", "g++"))
     if compiler is None:
-        log.warning("no C++ compiler (g++): the decode step keeps torch's SDPA; install g++ for the faster kernel")
+        log.warning(
+            "no C++ compiler (g++): the decode step keeps torch's SDPA and sampler; install g++ for the faster kernels"
+        )
         return None
     key = hashlib.sha256(
         "\0".join([*(source.read_text() for source in SOURCES), " ".join(FLAGS), compiler, _cpu_signature()]).encode()
@@ -84,7 +86,9 @@ def _library():
         library = ctypes.CDLL(str(target))
     except (OSError, subprocess.SubprocessError) as error:
         detail = getattr(error, "stderr", b"") or b""
-        log.warning("decode kernel not built (%s %s): the decode step keeps torch's SDPA", error, detail[-300:])
+        log.warning(
+            "decode kernels not built (%s %s): the decode step keeps torch's SDPA and sampler", error, detail[-300:]
+        )
         return None
     attention, sample = library.hs_decode_attention, library.hs_sample
     attention.argtypes = [ctypes.c_int, ctypes.c_void_p, _I64P, ctypes.c_void_p, ctypes.c_void_p, _I64P, _I64P]
