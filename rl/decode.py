@@ -21,8 +21,9 @@ The engine:
 The sampler draws from softmax(logits / temperature) restricted to the top-p nucleus; the
 nucleus is searched among the 64 largest logits first, then 1,024, and the full vocabulary is
 sorted only for a row whose nucleus is wider still. On CPU the compiled sampler of
-rl/decode_kernel.py makes the same draw in two passes over each row. The recorded log-prob of a sampled token is under
-softmax(logits / temperature), before top-p, as `rl/policy.Generation` documents.
+rl/decode_kernel.py makes the same draw in a few vector passes over each row. The recorded
+log-prob of a sampled token is under softmax(logits / temperature), before top-p, as
+`rl/policy.Generation` documents.
 
 Positions are slots: a row's token t sits at slot t, so rotary positions need no padding
 arithmetic, and a row's cache is the slots it filled. Supported: the Llama, Mistral, Qwen2 and

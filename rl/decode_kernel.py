@@ -6,7 +6,7 @@ row), spends 2.5-3x the time of reading the keys and values once and reads every
 padded width (docs/results.md). `rl/decode_attention.cpp` reads each row's own filled slots
 once, with the query heads of a key/value head together and an online softmax. The torch sampler
 (rl/decode.py) makes a dozen passes over the [rows, vocabulary] logits (10-22 ms a step at 32 x
-49,152 on 2 cores); `rl/decode_sampler.cpp` draws the same token in two passes per row. No package
+49,152 on 2 cores); `rl/decode_sampler.cpp` draws the same token in a few vector passes per row. No package
 that installs from PyPI for this torch does either on CPU, so the sources ship here and are
 compiled together on first use with the system's C++ compiler (about 3 s) for this machine's CPU
 (`-march=native`), into a cache keyed by the sources, the flags and the CPU (`HS_KERNEL_CACHE`,

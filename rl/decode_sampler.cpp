@@ -2,7 +2,8 @@
 // Per row of logits [rows, vocab] it draws one token from softmax(logits / temperature)
 // restricted to the top-p nucleus, by inverse CDF on that row's uniform, and gives the token's
 // log-prob under softmax(logits / temperature), before top-p: the draw of rl/decode.py's torch
-// sampler, in one pass over the row for the softmax and one for the draw.
+// sampler, in a few vector passes over the row (non-finite check, maximum, weights and their sum)
+// and a draw that skips whole blocks.
 //  - temperature <= 0: the first largest logit, with its log-prob under softmax(logits);
 //  - top_p >= 1: the first token, in vocabulary order, whose cumulative weight passes u * total;
 //  - else the nucleus: tokens ranked by probability (ties: lower id first), each kept while the
@@ -12,9 +13,9 @@
 // largest weight and drops 64-fold until the mass is reached; at tau = (1 - top_p) / vocab of the
 // total it always is (the tokens below hold less than 1 - top_p), and tau = 0 takes every token.
 // Built with -ffast-math: non-finite logits are found by their bits (temperature divides as a
-// multiplication by its inverse). A row with a NaN or +inf logit
-// gets the first such token and a NaN log-prob; -inf logits have weight 0. Rows run in parallel
-// (OpenMP, torch's runtime and thread count).
+// multiplication by its inverse). A row with a NaN or +inf logit gets the first such token and a
+// NaN log-prob; -inf logits have weight 0. Rows run in parallel (OpenMP, torch's runtime and
+// thread count), each thread on its own weights buffer, kept between calls.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,6 +31,16 @@ inline uint32_t bits_of(float x) { uint32_t b; std::memcpy(&b, &x, 4); return b;
 inline bool nan_or_plus_inf(float x) {  // bitwise, so -ffast-math keeps it
   const uint32_t b = bits_of(x);
   return bool(uint32_t((b & 0x7fffffffu) >= 0x7f800000u) & uint32_t(b != 0xff800000u));
+}
+
+constexpr int64_t kBlock = 256;  // weights summed in float per block, blocks added in double
+
+// the sum of the weights in [start, stop) that are >= bound (bound 0: all of them)
+inline float block_sum(const float* w, int64_t start, int64_t stop, float bound) {
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = start; i < stop; ++i) sum += w[i] >= bound ? w[i] : 0.f;
+  return sum;
 }
 
 // the first position whose cumulative weight (in the order of ids, or of positions) passes target;
@@ -48,14 +59,10 @@ int64_t first_past(const float* weights, const int64_t* ids, int64_t n, double t
 
 // the same over positions [0, n), skipping whole blocks whose sum does not reach the target
 int64_t first_past_blocked(const float* weights, int64_t n, double target) {
-  constexpr int64_t kBlock = 256;
   double cumulative = 0.0;
   int64_t start = 0, last_nonempty = 0;
   for (; start < n; start += kBlock) {
-    const int64_t stop = std::min(n, start + kBlock);
-    double block = 0.0;
-#pragma omp simd reduction(+ : block)
-    for (int64_t j = start; j < stop; ++j) block += weights[j];
+    const double block = block_sum(weights, start, std::min(n, start + kBlock), 0.f);
     if (cumulative + block > target) break;
     cumulative += block;
     if (block > 0.0) last_nonempty = start;
@@ -99,17 +106,10 @@ void sample_row(const T* logits, int64_t vocab, float temperature, float top_p, 
       break;
     }
   }
-  double total = 0.0;  // sums of 256 in float, added in double
-  for (int64_t start = 0; start < vocab; start += 256) {
-    const int64_t stop = std::min(vocab, start + 256);
-    float block = 0.f;
-#pragma omp simd reduction(+ : block)
-    for (int64_t i = start; i < stop; ++i) {
-      w[i] = std::exp(w[i] - top);
-      block += w[i];
-    }
-    total += block;
-  }
+#pragma omp simd
+  for (int64_t i = 0; i < vocab; ++i) w[i] = std::exp(w[i] - top);
+  double total = 0.0;
+  for (int64_t start = 0; start < vocab; start += kBlock) total += block_sum(w, start, std::min(vocab, start + kBlock), 0.f);
   int64_t chosen = argmax;
   if (temperature > 0.f && top_p >= 1.f) {
     chosen = first_past_blocked(w, vocab, double(uniform) * total);
@@ -119,14 +119,8 @@ void sample_row(const T* logits, int64_t vocab, float temperature, float top_p, 
     double tau = 1.0 / 64.0;
     for (;;) {  // the mass at or above tau, in vector passes; the ids only once it is enough
       double mass = 0.0;
-      const float bound = float(tau);
-      for (int64_t start = 0; start < vocab; start += 256) {
-        const int64_t stop = std::min(vocab, start + 256);
-        float block = 0.f;
-#pragma omp simd reduction(+ : block)
-        for (int64_t i = start; i < stop; ++i) block += w[i] >= bound ? w[i] : 0.f;
-        mass += block;
-      }
+      for (int64_t start = 0; start < vocab; start += kBlock)
+        mass += block_sum(w, start, std::min(vocab, start + kBlock), float(tau));
       if (mass >= need || tau == 0.0) break;
       tau = tau / 64.0 > floor ? tau / 64.0 : tau > floor ? floor : 0.0;
     }
@@ -149,9 +143,9 @@ void run(const void* logits, int64_t rows, int64_t vocab, int64_t row_stride, fl
   const T* base = static_cast<const T*>(logits);
 #pragma omp parallel
   {
-    std::vector<float> weights(vocab);
-    std::vector<int64_t> kept;
-    kept.reserve(1024);
+    thread_local std::vector<float> weights;
+    thread_local std::vector<int64_t> kept;
+    if (int64_t(weights.size()) < vocab) weights.resize(vocab);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t r = 0; r < rows; ++r)
       sample_row(base + r * row_stride, vocab, temperature, top_p, uniforms[r], weights.data(), kept, tokens + r,
