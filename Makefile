@@ -21,8 +21,14 @@ setup:
 	@command -v bwrap >/dev/null || echo "note: bubblewrap is missing: model-written code (hooks, tests, API calls, games) needs it: apt-get install bubblewrap" >&2
 	@python3 -c 'from cli.launch import jemalloc_path; raise SystemExit(jemalloc_path() is None)' || echo "note: jemalloc is missing: hs runs on glibc's allocator, about 1.5 GiB higher training peaks: apt-get install libjemalloc2" >&2
 
+# Two test workers (pytest-xdist) keep both cores busy while one waits on a subprocess, a server or
+# the database; the tests that assert a wall-clock bound (marker `serial`) then run alone, so a
+# neighbour's training step never counts against their bound. Both passes run; either failing fails.
+TEST_WORKERS ?= 2
 test:
-	$(VENV)/bin/pytest -q
+	@$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not serial"; parallel=$$?; \
+	$(VENV)/bin/pytest -q -m serial; serial=$$?; \
+	test $$parallel -eq 0 -a $$serial -eq 0
 
 test-fast:
 	$(VENV)/bin/pytest -q -m "not slow"

@@ -96,6 +96,7 @@ def test_session_scope_rolls_back_on_error(sqlite_url):
         engine.dispose()
 
 
+@pytest.mark.serial
 def test_check_database_unreachable_is_fast_and_one_line():
     url = "postgresql+psycopg://postgres:hunter2@127.0.0.1:9/nope"
     start = time.monotonic()

@@ -74,6 +74,7 @@ def test_rollouts_of_one_task_do_not_share_api_state():
     first.close(), second.close()
 
 
+@pytest.mark.serial
 def test_a_call_that_runs_without_bound_ends_only_its_own_episode(monkeypatch):
     monkeypatch.setattr(bfcl_env, "WALL_SECONDS_PER_REQUEST", 2.0)
     task = next(t for t in load_split("dev") if "MathAPI" in t.involved_classes)

@@ -41,6 +41,7 @@ def _call(name: str, **kwargs) -> CallAction:
     return CallAction((ToolCall(name, (), kwargs),))
 
 
+@pytest.mark.serial
 def test_tasks_are_real_bugs_split_by_file_and_the_build_resumes(generated, tasks):
     assert {t.file for t in tasks} == set(FILES) and len(tasks) == 2
     for task in tasks:
@@ -76,6 +77,7 @@ def test_rollouts_never_touch_each_other_or_the_pristine_source(tasks):
     assert hashlib.sha256(pristine.read_bytes()).hexdigest() == digest
 
 
+@pytest.mark.serial
 def test_a_test_run_that_loops_or_allocates_without_bound_is_stopped(tasks, tmp_path):
     task = tasks[0]
     limits = Limits(wall_seconds=5.0, cpu_seconds=2, memory_bytes=1 << 30)

@@ -32,6 +32,7 @@ from tests.doubles import ScriptedPolicy
 CANARY = "hs-canary-7f3a91"
 LIMITS = Limits(wall_seconds=10.0, cpu_seconds=4, memory_bytes=1 << 30, tmp_bytes=16 << 20)
 BUDGET_S = 30.0  # a hostile patch's run_tests + verify together
+pytestmark = pytest.mark.serial  # asserts wall-clock bounds: `make test` runs it alone, after the parallel pass
 RUN_FIRST = {  # cases whose own run_tests observation is checked too (the others: the judged run only)
     "conftest_dropped_during_the_run", "shell_and_files_outside", "parent_environment_and_processes",
     "links_renames_fifo_and_dir_fd", "endless_loop",

@@ -240,6 +240,7 @@ def _check_steps(case: Hostile, steps: list[dict]) -> None:
     _check_last(case, last["error"], last["head"], last["tail"])
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("case", SQLITE_CASES, ids=lambda c: c.id)
 def test_sqlite_hostile_statement(case, sqlite_outcomes):
     outcome = sqlite_outcomes.results.get(case.id)
@@ -542,6 +543,7 @@ def host_dir(tmp_path):
             folder.chmod(mode)
 
 
+@pytest.mark.serial
 @pytest.mark.mysql
 @pytest.mark.parametrize("case", MYSQL_CASES, ids=lambda c: c.id)
 def test_mysql_hostile_statement(case, mysql_world, canary, dev_tasks, host_dir):

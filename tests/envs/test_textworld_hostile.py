@@ -27,6 +27,7 @@ from rl.rollout import RolloutSpec, run_rollouts  # noqa: E402
 from tests.doubles import ScriptedPolicy  # noqa: E402
 
 BUDGET = STEP_WALL_SECONDS + 2.0  # a step's wall clock, and the kill of a stuck interpreter
+pytestmark = pytest.mark.serial  # asserts wall-clock bounds: `make test` runs it alone, after the parallel pass
 
 
 @pytest.fixture(scope="module")

@@ -64,8 +64,7 @@ def test_two_rank_launch_trains_on_both_ranks_and_resumes(tmp_path, train_dir, p
             "torch.distributed.run",
             "--nproc_per_node",
             "2",
-            "--master_port",
-            "29671",
+            "--standalone",  # a free port on localhost: two test workers may launch at once
             "-m",
             "cli.main",
             "train",

@@ -260,6 +260,7 @@ class SleepingVoter:
         return [C.id]
 
 
+@pytest.mark.serial
 def test_failing_and_slow_voters_are_skipped_logged_and_recorded(caplog):
     router = AdaptiveRouter(
         [RaisingVoter(), SleepingVoter(), StatisticsVoter(), FixedVoter("fixed", [B.id, "not-in-pool", A.id])],

@@ -1,3 +1,5 @@
+import pytest
+
 from harness_pool.runtime import HarnessRuntime
 from harness_pool.spec import Condition, ContextPolicy, HookRule, load_harness
 
@@ -115,6 +117,7 @@ def test_query_log_memory_lists_recent_queries_after_each_observation():
     assert _runtime().spec.id == load_harness("h0").id  # memory off is H0 itself: defaults leave the id alone
 
 
+@pytest.mark.serial
 def test_hook_rule_regexes_match_case_insensitively_in_linear_time():
     import time
 

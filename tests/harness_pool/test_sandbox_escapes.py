@@ -26,6 +26,7 @@ from harness_pool.spec import CodeHook
 SECRET = f"hs-secret-{uuid.uuid4().hex}"
 WALL_MARGIN_S = 2.0  # a restart of the worker after a kill fits in this on a loaded 2-core machine
 PARENT_RSS_BOUND_MB = 64  # the parent's peak RSS while every runtime-hostile hook runs (measured: 16 MB)
+pytestmark = pytest.mark.serial  # asserts wall-clock bounds: `make test` runs it alone, after the parallel pass
 
 _FRAME = "(x for x in ())"
 HOSTILE_STATIC = [  # (source body of hook or whole module, what the one-line rejection names)

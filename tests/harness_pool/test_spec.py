@@ -82,6 +82,7 @@ def test_a_template_that_would_crash_str_format_is_rejected_when_loaded(tmp_path
         ("{description:>{table_name}}", "nested format spec"),
     ],
 )
+@pytest.mark.serial
 def test_a_template_field_over_the_hook_bounds_is_rejected_when_checked(tmp_path: Path, text, reason):
     import time
     import tracemalloc

@@ -119,6 +119,7 @@ def test_protocols_do_not_accept_each_others_format():
         parse_action("dbbench_xml_v1", call)
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("protocol", sorted(protocol_names()))
 def test_any_reply_parses_within_a_bound_and_never_raises(protocol):
     import time

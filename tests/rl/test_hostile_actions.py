@@ -29,6 +29,7 @@ HEX = "0x" + "f" * 5_000  # 6,021 decimal digits: str() of it raises ValueError 
 DEEP = "[" * 700 + "1" + "]" * 700  # deeper than the recursion limit of asdict (about 330 levels)
 MEGABYTE = "a" * 1_000_000
 SECONDS = 5.0  # "within a few seconds", per episode
+pytestmark = pytest.mark.serial  # asserts wall-clock bounds: `make test` runs it alone, after the parallel pass
 
 
 def _counting(data_dir):

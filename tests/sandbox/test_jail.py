@@ -109,6 +109,7 @@ def test_every_descendant_dies_with_the_run(tmp_path, monkeypatch):
     assert beat.read_text() == last
 
 
+@pytest.mark.serial
 def test_the_wall_clock_kills_a_run_and_its_output_is_capped(monkeypatch):
     monkeypatch.delenv("HS_SANDBOX", raising=False)
     code = "import sys\nsys.stdout.write('y' * 5_000_000)\nsys.stdout.flush()\nwhile True:\n    pass"
