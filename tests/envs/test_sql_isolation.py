@@ -250,6 +250,7 @@ def test_sqlite_hostile_statement(case, sqlite_outcomes):
     assert not (sqlite_outcomes.sentinels / f"{case.id}.db").exists()
 
 
+@pytest.mark.serial  # shares the module's SQLite run with the hostile statements: one run, not one per pass
 def test_sqlite_hostile_statements_peak_rss(sqlite_outcomes):
     assert sqlite_outcomes.peak_rss_mb is not None, f"the child did not finish\n{sqlite_outcomes.stderr}"
     assert sqlite_outcomes.peak_rss_mb < PEAK_RSS_BOUND_MB
