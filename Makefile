@@ -23,12 +23,15 @@ setup:
 
 # Two test workers (pytest-xdist) keep both cores busy while one waits on a subprocess, a server or
 # the database; the tests that assert a wall-clock bound (marker `serial`) then run alone, so a
-# neighbour's training step never counts against their bound. Both passes run; either failing fails.
+# neighbour's training step never counts against their bound. Both passes run; either failing fails
+# (a pass that selects no test, e.g. with a narrowed PYTEST_ADDOPTS, does not).
 TEST_WORKERS ?= 2
 test:
+	@echo "== $(TEST_WORKERS) workers: every test but those that assert a wall-clock bound"
 	@$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not serial"; parallel=$$?; \
+	echo "== alone: the tests that assert a wall-clock bound (marker serial)"; \
 	$(VENV)/bin/pytest -q -m serial; serial=$$?; \
-	test $$parallel -eq 0 -a $$serial -eq 0
+	for rc in $$parallel $$serial; do [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc; done  # 5: none selected
 
 test-fast:
 	$(VENV)/bin/pytest -q -m "not slow"
