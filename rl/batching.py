@@ -50,7 +50,8 @@ class BatchingPolicy:
         self._cond = threading.Condition()
         self._pending: list[_Request] = []
         self._busy = False
-        self._text_lock = threading.Lock()  # tokenizers are not guaranteed thread-safe
+        # tokenizers are not guaranteed thread-safe: one lock with the backend's own where it has one
+        self._text_lock = getattr(inner, "text_lock", None) or threading.Lock()
         self.calls = 0
         self.merged_requests = 0
 
@@ -70,6 +71,8 @@ class BatchingPolicy:
             self.inner.reset_context(session, messages)
 
     def generate(self, sessions: list[ChatSession], sampling: Sampling) -> list[Generation]:
+        if getattr(self.inner, "serves_concurrent_calls", False):  # it batches across threads itself
+            return self.inner.generate(sessions, sampling)
         request = _Request(list(sessions), sampling)
         with self._cond:
             self._pending.append(request)

@@ -34,6 +34,7 @@ Qwen3 module layout of Hugging Face transformers (others raise UnsupportedModel;
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -283,6 +284,40 @@ class DecodeEngine:
             batch.compact()
         return results  # type: ignore[return-value]
 
+    @torch.inference_mode()
+    def serve(
+        self,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        take: Callable[[int], list[tuple[int, list[int], KVCache | None, tuple[int, int] | None]]],
+        deliver: Callable[[int, Decoded], None],
+    ) -> None:
+        """Continuous batching across callers (rl/decode_server.py). Before every step, take(free)
+        returns up to `free` new (ticket, sequence, cache, stream) items, which take rows at once;
+        each complete reply goes to deliver(ticket, decoded) with its grown cache, and its row is
+        free for the next item. A row draws from its own stream, so a sequence samples what it
+        would sample alone. Returns when no row is live and take() brought nothing."""
+        batch = _Batch(self, max_new_tokens, [])
+        while True:
+            busy = sum(state != DONE for state in batch.state)
+            items = take(self.max_rows - busy) if busy < self.max_rows else []
+            if items:
+                batch.admit(items)
+            if not batch.live():
+                return
+            logits, rows = batch.step()
+            tokens, logps = sample_tokens(logits, temperature, top_p, uniforms=batch.uniforms(rows))
+            for row, token, logp in zip(rows, tokens.tolist(), logps.tolist()):
+                if batch.record(row, token, logp):
+                    decoded = batch.reply(row)
+                    decoded.cache = batch.cache_of(row)
+                    ticket = batch.who[row]
+                    batch.retire(row)
+                    batch.streams.pop(ticket, None)
+                    deliver(ticket, decoded)
+            batch.compact()
+
     def _prefill_chunks(self, news: list[int]) -> list[tuple[int, int]]:
         """Consecutive row ranges (rows sorted by new tokens, most first) under the token budget,
         a range closing when its longest is over twice the next row's count."""
@@ -318,7 +353,8 @@ class _Batch:
     DECODE row one token in one forward over the whole buffer, then prefills the PREFILL rows."""
 
     def __init__(self, engine: DecodeEngine, max_new_tokens: int, streams: list[tuple[int, int] | None]):
-        self.engine, self.max_new, self.streams = engine, max_new_tokens, streams
+        self.engine, self.max_new = engine, max_new_tokens
+        self.streams = dict(enumerate(streams))  # the caller's index (or ticket) -> its stream
         param = next(engine.model.parameters())
         self.device, self.dtype = param.device, param.dtype
         self.kv: list[torch.Tensor] = []
@@ -334,9 +370,12 @@ class _Batch:
         self.copy_of: dict[int, int] = {}  # row -> the row whose first prefill it shares
 
     # -- rows in and out --------------------------------------------------------------------
-    def admit_all(self, sequences: list[list[int]], caches: list[KVCache | None]) -> None:
-        """One row per sequence. Identical sequences with the same cache (a group's K rollouts at
-        their first turn) are prefilled once: the distinct ones come first, most new tokens first."""
+    def admit_all(
+        self, sequences: list[list[int]], caches: list[KVCache | None], tickets: list[int] | None = None
+    ) -> None:
+        """One row per sequence (serving the caller's index, or `tickets[i]`). Identical sequences
+        with the same cache (a group's K rollouts at their first turn) are prefilled once: the
+        distinct ones come first, most new tokens first."""
         cached = [min(c.length, len(s) - 1) if c is not None else 0 for s, c in zip(sequences, caches)]
         first: dict[tuple, int] = {}
         source = {
@@ -350,7 +389,7 @@ class _Batch:
         row_of = {i: row for row, i in enumerate(order)}
         now = time.perf_counter()
         for i in order:
-            self.who.append(i)
+            self.who.append(i if tickets is None else tickets[i])
             self.seq.append(list(sequences[i]))
             self.filled.append(cached[i])
             self.state.append(PREFILL)
@@ -369,6 +408,50 @@ class _Batch:
         for row, i in enumerate(order):
             if cached[i] and row not in self.copy_of:
                 self._write_cache(row, caches[i], cached[i])
+
+    def admit(self, items: list[tuple[int, list[int], KVCache | None, tuple[int, int] | None]]) -> None:
+        """Sequences that arrive while other rows decode (DecodeEngine.serve), as (ticket,
+        sequence, cache, stream): each takes a finished row, else a new row at the end. Identical
+        first-turn sequences among them are prefilled once, as in admit_all."""
+        for ticket, _, _, stream in items:
+            self.streams[ticket] = stream
+        if not self.kv:
+            self.admit_all([s for _, s, _, _ in items], [c for _, _, c, _ in items], [t for t, _, _, _ in items])
+            return
+        rows = [row for row, state in enumerate(self.state) if state == DONE][: len(items)]
+        if len(rows) < len(items):
+            rows += self._add_rows(len(items) - len(rows))
+        self._ensure_width(max(len(s) for _, s, _, _ in items) + self.max_new)
+        first: dict[tuple, int] = {}
+        now = time.perf_counter()
+        for row, (ticket, sequence, cache) in zip(rows, ((t, s, c) for t, s, c, _ in items)):
+            cached = min(cache.length, len(sequence) - 1) if cache is not None else 0
+            source = first.setdefault((tuple(sequence), id(cache) if cached else None), row)
+            if source != row:
+                self.copy_of[row] = source  # its keys/values are copied from the source's prefill
+            elif cached:
+                self._write_cache(row, cache, cached)
+            self.who[row], self.seq[row], self.filled[row], self.state[row] = ticket, list(sequence), cached, PREFILL
+            self.reply_tokens[row], self.reply_logps[row], self.draws[row] = [], [], None
+            self.turn[row], self.started[row] = 0, now
+
+    def _add_rows(self, n: int) -> list[int]:
+        """n finished rows at the end of the buffer (grown one layer at a time); their indices."""
+        start = len(self.state)
+        for i, layer in enumerate(self.kv):
+            self.kv[i] = torch.cat([layer, layer.new_zeros((2, n) + tuple(layer.shape[2:]))], dim=1)
+            del layer
+        for _ in range(n):
+            self.who.append(-1)
+            self.seq.append([])
+            self.filled.append(0)
+            self.state.append(DONE)
+            self.reply_tokens.append([])
+            self.reply_logps.append([])
+            self.turn.append(0)
+            self.draws.append(None)
+            self.started.append(0.0)
+        return list(range(start, start + n))
 
     def live(self) -> bool:
         return any(state != DONE for state in self.state)

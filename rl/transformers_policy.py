@@ -9,6 +9,7 @@ template is not prefix-stable the session is re-rendered from scratch and the re
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -114,6 +115,11 @@ class TransformersPolicy:
         self.engine = engine  # 'lean': rl/decode.py with keys/values kept across turns; 'hf': model.generate
         self.continuous_batching = engine == "lean"  # generate_continuous is available
         self.takes_streams = engine == "lean"  # generate(..., streams=): merged requests keep their own draws
+        # lean: generate calls from many threads share one continuously batched decode loop
+        # (rl/decode_server.py), so rl/batching.py passes them straight through
+        self.serves_concurrent_calls = engine == "lean"
+        self.text_lock = threading.RLock()  # tokenizers are not guaranteed thread-safe (rl/batching.py shares it)
+        self._server = None
         self.dtype = resolve_dtype(dtype, device)  # 'auto' -> bf16 where the hardware is fast at it
         self.model, self.tokenizer = load_model(self.model_dir, device, self.dtype, shared)
         if engine == "lean":
@@ -196,25 +202,30 @@ class TransformersPolicy:
     def _generate_lean(
         self, sessions: list[ChatSession], sampling: Sampling, streams: list[tuple[int, int] | None]
     ) -> list[Generation]:
-        """One rl/decode.py call: each session's cached keys/values reused, the new ones kept."""
+        """Through the decode server (rl/decode_server.py): each session's cached keys/values
+        reused, the new ones kept; concurrent calls from other threads share its decode steps."""
         from rl.decode import DecodeEngine
+        from rl.decode_server import DecodeServer
 
         start = time.perf_counter()
-        engine = DecodeEngine(self.model, self.eos_ids, self.pad_id)  # cheap: holds references only
-        decoded = engine.generate(
+        with self.text_lock:
+            if self._server is None or self._server.engine.model is not self.model:
+                self._server = DecodeServer(DecodeEngine(self.model, self.eos_ids, self.pad_id))
+            server = self._server
+        decoded = server.decode(
             [s.token_ids for s in sessions],
             [s.cache for s in sessions],
             sampling.max_new_tokens,
             sampling.temperature,
             sampling.top_p,
-            sampling.seed,
-            streams=streams,
+            streams,
         )
         seconds = time.perf_counter() - start
         out = []
-        for session, d in zip(sessions, decoded):
-            out.append(self._finish_one(session, d.tokens, d.logprobs, seconds))
-            session.cache = d.cache
+        with self.text_lock:
+            for session, d in zip(sessions, decoded):
+                out.append(self._finish_one(session, d.tokens, d.logprobs, seconds))
+                session.cache = d.cache
         return out
 
     def generate_continuous(

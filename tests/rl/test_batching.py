@@ -128,3 +128,18 @@ def test_requests_with_equal_contents_stay_two_callers():
     policy._pending = [waiting, leader]
     assert policy._take_batch(leader) == [leader]  # 80 sessions do not fit one call of 64
     assert len(policy._pending) == 1 and policy._pending[0] is waiting
+
+
+class ServingEcho(SlowEcho):
+    """SlowEcho that batches concurrent calls itself, as the lean transformers backend does
+    (rl/decode_server.py)."""
+
+    serves_concurrent_calls = True
+
+
+def test_a_backend_that_batches_concurrent_calls_itself_gets_each_call_unmerged():
+    inner = ServingEcho(delay=0.05)
+    policy = BatchingPolicy(inner, window_s=0.05)
+    out, errors = _run_threads(policy, n_threads=4, per_thread=2)
+    assert not errors and out == {t: [f"{t}-{i}" for i in range(2)] for t in range(4)}
+    assert inner.batches == [2, 2, 2, 2]

@@ -1,0 +1,151 @@
+"""The decode server (rl/decode_server.py): generate calls from many threads share one continuously
+batched loop, each call draws what it draws alone and returns when its own replies are complete.
+A tiny random Llama, whose flat logits leave no near-ties to rounding."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from rl.decode import DecodeEngine
+from rl.decode_server import DecodeServer
+from tests.doubles import tiny_llama
+
+PROMPTS = [[5, 9, 12, 7], [3, 3, 8], [5, 9, 12, 7], [11, 2], [4, 4, 4, 4, 4, 6], [7, 1]]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_llama()
+
+
+def _alone(model, sequence, cache, stream, max_new=8, temperature=1.0, eos=0):
+    engine = DecodeEngine(model, eos_ids=[eos], pad_id=0)
+    return engine.generate([sequence], [cache], max_new, temperature, 1.0, seed=None, streams=[stream])[0]
+
+
+def _in_threads(calls):
+    """Runs each zero-argument call in its own thread; their results (or exceptions) in order."""
+    out: list = [None] * len(calls)
+
+    def run(i):
+        try:
+            out[i] = calls[i]()
+        except Exception as exc:  # noqa: BLE001 - the test reads it
+            out[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a caller hung"
+    return out
+
+
+def test_calls_from_many_threads_draw_what_each_draws_alone(model):
+    """Six callers with two sequences each (one with a cache from an earlier call), through a
+    server of 3 rows: sequences wait for rows, take the rows others finish, and each draws the
+    tokens it draws alone, with the same grown cache."""
+    engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
+    engine.max_rows = 3
+    server = DecodeServer(engine)
+    first = _alone(model, [9, 9, 4], None, (1, 0))
+    history = [9, 9, 4] + first.tokens + [17, 18]
+    calls = [
+        [(PROMPTS[i], None, (10 + i, 0)), (history if i == 2 else PROMPTS[-1 - i], first.cache if i == 2 else None, (10 + i, 1))]
+        for i in range(6)
+    ]
+    served = _in_threads(
+        [lambda c=c: server.decode([s for s, _, _ in c], [k for _, k, _ in c], 8, 1.0, 1.0, [t for _, _, t in c]) for c in calls]
+    )
+    for call, replies in zip(calls, served):
+        assert not isinstance(replies, Exception), replies
+        for (sequence, cache, stream), reply in zip(call, replies):
+            alone = _alone(model, sequence, cache, stream)
+            assert reply.tokens == alone.tokens
+            assert reply.logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+            assert reply.cache.length == alone.cache.length
+            assert (reply.cache.tensor - alone.cache.tensor).abs().max() < 1e-5
+
+
+def test_a_call_joins_a_running_batch_and_the_first_returns_while_it_decodes(model):
+    """Call A decodes alone; call B arrives at A's second step and is admitted into new rows of
+    the running batch. A returns while B's rows are still decoding (no reply runs into an
+    end-of-turn id here, so every reply is 10 tokens and A finishes first); both draw what they
+    draw alone, and one serve loop did it all."""
+    engine = DecodeEngine(model, eos_ids=[999], pad_id=0)
+    server = DecodeServer(engine)
+    forward, steps = engine._forward, [0]
+    b_queued, a_returned = threading.Event(), threading.Event()
+    seen = {}
+
+    def call_b():
+        return server.decode([PROMPTS[1], PROMPTS[3], PROMPTS[1]], [None] * 3, 10, 1.0, 1.0, [(2, 0), (2, 1), (2, 2)])
+
+    def gated(ids, slots, kv, rows, width):
+        steps[0] += 1
+        if steps[0] == 2:  # B queues while A decodes
+            threading.Thread(target=lambda: seen.setdefault("b", call_b())).start()
+            for _ in range(500):
+                if server._queue:
+                    break
+                b_queued.wait(0.01)
+        if len(server._in_flight) == 3 and not a_returned.is_set():  # A delivered, B's 3 rows decoding
+            a_returned.wait(10)  # hold B's rows until A's caller has looked
+        return forward(ids, slots, kv, rows, width)
+
+    engine._forward = gated
+
+    def call_a():
+        replies = server.decode([PROMPTS[0]], [None], 10, 1.0, 1.0, [(1, 0)])
+        seen["a"], seen["b_rows_decoding"] = replies, len(server._in_flight)
+        a_returned.set()
+        return replies
+
+    (a,) = _in_threads([call_a])
+    for _ in range(600):
+        if "b" in seen:
+            break
+        a_returned.wait(0.05)
+    assert seen["b_rows_decoding"] == 3  # A came back while all of B's rows were in the batch
+    assert a[0].tokens == _alone(model, PROMPTS[0], None, (1, 0), max_new=10, eos=999).tokens and len(a[0].tokens) == 10
+    for sequence, stream, reply in zip([PROMPTS[1], PROMPTS[3], PROMPTS[1]], [(2, 0), (2, 1), (2, 2)], seen["b"]):
+        assert reply.tokens == _alone(model, sequence, None, stream, max_new=10, eos=999).tokens
+    assert server.loops == 1
+
+
+def test_calls_with_other_sampling_settings_wait_their_turn_and_stay_exact(model):
+    server = DecodeServer(DecodeEngine(model, eos_ids=[0], pad_id=0))
+    settings = [(8, 1.0), (5, 0.7), (8, 1.0), (5, 0.0)]
+    served = _in_threads(
+        [
+            lambda i=i, n=n, t=t: server.decode([PROMPTS[i]], [None], n, t, 1.0, [(i, 0)])
+            for i, (n, t) in enumerate(settings)
+        ]
+    )
+    for i, ((n, t), replies) in enumerate(zip(settings, served)):
+        assert replies[0].tokens == _alone(model, PROMPTS[i], None, (i, 0), max_new=n, temperature=t).tokens
+
+
+def test_a_failing_step_fails_the_calls_in_it_and_the_server_serves_the_next(model):
+    engine = DecodeEngine(model, eos_ids=[999], pad_id=0)
+    server = DecodeServer(engine)
+    logits, calls = engine._logits, [0]
+
+    def failing(hidden):
+        calls[0] += 1
+        if calls[0] == 3:
+            raise RuntimeError("out of memory in the step")
+        return logits(hidden)
+
+    engine._logits = failing
+    served = _in_threads(
+        [lambda i=i: server.decode([PROMPTS[i], PROMPTS[i + 1]], [None, None], 6, 1.0, 1.0, [(i, 0), (i, 1)]) for i in range(3)]
+    )
+    failed = [r for r in served if isinstance(r, RuntimeError)]
+    assert failed and all(str(r) == "out of memory in the step" for r in failed)
+    again = server.decode([PROMPTS[0]], [None], 6, 1.0, 1.0, [(0, 0)])
+    assert again[0].tokens == _alone(model, PROMPTS[0], None, (0, 0), max_new=6, eos=999).tokens
+    assert not server._in_flight and not server._queue
