@@ -503,8 +503,15 @@ class _Batch:
         self.started[row] = time.perf_counter()
 
     def compact(self) -> None:
-        """Once finished rows are half the buffer or more, drop them so they stop costing compute."""
+        """Once finished rows are half the buffer or more, drop them so they stop costing compute;
+        once the live rows need half the buffer's width or less, drop the slots beyond (a serving
+        batch lives on while its longest sequences come and go)."""
         keep = [row for row, state in enumerate(self.state) if state != DONE]
+        need = max((len(self.seq[row]) + self.max_new for row in keep), default=0)
+        if keep and need * 2 <= self.kv[0].shape[3]:
+            for i, layer in enumerate(self.kv):  # one layer at a time
+                self.kv[i] = layer[..., :need, :].clone()
+                del layer
         if not keep or len(keep) * 2 > len(self.state):
             return
         index = torch.tensor(keep, device=self.device)

@@ -149,3 +149,42 @@ def test_a_failing_step_fails_the_calls_in_it_and_the_server_serves_the_next(mod
     again = server.decode([PROMPTS[0]], [None], 6, 1.0, 1.0, [(0, 0)])
     assert again[0].tokens == _alone(model, PROMPTS[0], None, (0, 0), max_new=6, eos=999).tokens
     assert not server._in_flight and not server._queue
+
+
+def test_the_buffer_gives_back_the_width_of_a_long_sequence_once_it_is_done(model):
+    """A serving batch lives on while sequences come and go: once the long one is done, the
+    short ones' rows keep only the slots they can still need, and draw the same."""
+    engine = DecodeEngine(model, eos_ids=[999], pad_id=0)
+    forward, widths = engine._forward, []
+
+    def recording(ids, slots, kv, rows, width):
+        widths.append(kv[0].shape[3])
+        return forward(ids, slots, kv, rows, width)
+
+    engine._forward = recording
+    long, short = list(range(1, 60)), [3, 3, 8]
+    seqs, turns = [long, short], [[], []]
+
+    def next_turn(i, decoded):
+        turns[i].append(decoded.tokens)
+        if i == 0 or len(turns[1]) == 3:
+            return None
+        seqs[1] = seqs[1] + decoded.tokens + [17, 18]
+        return seqs[1]
+
+    engine.run([long, short], [None, None], 4, 1.0, 1.0, seed=3, next_turn=next_turn)
+    assert max(widths) >= 59 + 4 and widths[-1] <= (59 + 4) // 2
+    alone, seq = [], list(short)
+
+    def next_alone(i, decoded):
+        nonlocal seq
+        alone.append(decoded.tokens)
+        if len(alone) == 3:
+            return None
+        seq = seq + decoded.tokens + [17, 18]
+        return seq
+
+    DecodeEngine(model, eos_ids=[999], pad_id=0).run(
+        [short], [None], 4, 1.0, 1.0, seed=None, next_turn=next_alone, streams=[(3, 1)]
+    )
+    assert turns[1] == alone
