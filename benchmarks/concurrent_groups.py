@@ -113,7 +113,10 @@ def main() -> None:
         f"rounds, temperature {args.temperature}, top-p {args.top_p}, max_new_tokens {args.max_new_tokens}, "
         f"{args.device}; rows interleaved, median of {args.rounds} rounds"
     )
-    print(f"{'row':34} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'(range)':>13} {'episodes/s':>10} {'turns/ep':>8} {'success':>7}")
+    print(
+        f"{'row':34} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'(range)':>13} "
+        f"{'episodes/s':>10} {'turns/ep':>8} {'success':>7}"
+    )
     for name, runs in rates.items():
         print(
             f"{name:34} {median(runs, 'tokens'):7.0f} {median(runs, 'seconds'):8.1f} {median(runs, 'rate'):7.1f} "

@@ -19,7 +19,7 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 
-from rl.decode import DecodeEngine, Decoded, KVCache
+from rl.decode import Decoded, DecodeEngine, KVCache
 
 
 @dataclass(eq=False)

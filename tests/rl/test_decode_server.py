@@ -54,11 +54,17 @@ def test_calls_from_many_threads_draw_what_each_draws_alone(model):
     first = _alone(model, [9, 9, 4], None, (1, 0))
     history = [9, 9, 4] + first.tokens + [17, 18]
     calls = [
-        [(PROMPTS[i], None, (10 + i, 0)), (history if i == 2 else PROMPTS[-1 - i], first.cache if i == 2 else None, (10 + i, 1))]
+        [
+            (PROMPTS[i], None, (10 + i, 0)),
+            (history if i == 2 else PROMPTS[-1 - i], first.cache if i == 2 else None, (10 + i, 1)),
+        ]
         for i in range(6)
     ]
     served = _in_threads(
-        [lambda c=c: server.decode([s for s, _, _ in c], [k for _, k, _ in c], 8, 1.0, 1.0, [t for _, _, t in c]) for c in calls]
+        [
+            lambda c=c: server.decode([s for s, _, _ in c], [k for _, k, _ in c], 8, 1.0, 1.0, [t for _, _, t in c])
+            for c in calls
+        ]
     )
     for call, replies in zip(calls, served):
         assert not isinstance(replies, Exception), replies
@@ -142,7 +148,10 @@ def test_a_failing_step_fails_the_calls_in_it_and_the_server_serves_the_next(mod
 
     engine._logits = failing
     served = _in_threads(
-        [lambda i=i: server.decode([PROMPTS[i], PROMPTS[i + 1]], [None, None], 6, 1.0, 1.0, [(i, 0), (i, 1)]) for i in range(3)]
+        [
+            lambda i=i: server.decode([PROMPTS[i], PROMPTS[i + 1]], [None, None], 6, 1.0, 1.0, [(i, 0), (i, 1)])
+            for i in range(3)
+        ]
     )
     failed = [r for r in served if isinstance(r, RuntimeError)]
     assert failed and all(str(r) == "out of memory in the step" for r in failed)
