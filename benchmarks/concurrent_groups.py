@@ -13,6 +13,9 @@ Rows, in this process on the same groups and seeds:
 - merged per turn (rl/batching.py, the pipeline before): concurrent calls wait for the running one,
   then run as one call, and every group in it waits for the call's slowest reply.
 Both draw every sequence from the same stream, so they sample the same episodes up to rounding.
+Beside tokens/s, each row's decode steps and rows decoding per step are counted: where a step
+costs about the same at any batch (a GPU, bf16 matrix units), fewer steps for the same tokens is
+the gain; on a CPU whose fp32 matmuls are the bound, a step's cost grows with its rows.
 Rows run interleaved (A, B, A, B, ...) for `--rounds` rounds; medians and ranges are reported
 beside the machine's CPU, bandwidth and matmul peaks measured in the same run.
 
@@ -36,6 +39,7 @@ import torch  # noqa: E402
 
 from envs.dbbench.env import DbBenchEnv  # noqa: E402
 from harness_pool.spec import load_harness  # noqa: E402
+from rl import decode  # noqa: E402
 from rl.batching import BatchingPolicy  # noqa: E402
 from rl.policy import Sampling  # noqa: E402
 from rl.rollout import RolloutSpec, run_rollouts  # noqa: E402
@@ -44,6 +48,30 @@ from rl.transformers_policy import TransformersPolicy  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe, interleaved, measure, median, spread  # noqa: E402
 from rollout_throughput import default_model  # noqa: E402
+
+
+class StepCounter:
+    """Counts the decode loop's steps: how many rows decode in each (what a step's cost is
+    spread over where the step costs about the same at any batch, as on a GPU or with bf16
+    matrix units), how many rows the buffer holds and how many steps also prefill."""
+
+    def __init__(self):
+        self.counts = {"steps": 0, "decoding": 0, "buffer": 0, "prefilling": 0}
+        self.step = decode._Batch.step
+
+        def counted(batch):
+            states = batch.state
+            self.counts["steps"] += 1
+            self.counts["decoding"] += sum(s == decode.DECODE for s in states)
+            self.counts["buffer"] += len(states)
+            self.counts["prefilling"] += any(s == decode.PREFILL for s in states)
+            return self.step(batch)
+
+        decode._Batch.step = counted
+
+    def take(self) -> dict:
+        counts, self.counts = self.counts, dict.fromkeys(self.counts, 0)
+        return counts
 
 
 def phase(policy: BatchingPolicy, groups: list[list[RolloutSpec]], sampling: Sampling, max_rounds: int) -> dict:
@@ -57,13 +85,21 @@ def phase(policy: BatchingPolicy, groups: list[list[RolloutSpec]], sampling: Sam
     with ThreadPoolExecutor(max_workers=len(groups)) as pool:
         results = [r for rs in pool.map(group, range(len(groups))) for r in rs]
     seconds = time.perf_counter() - start
+    steps = COUNTER.take()
     return {
+        "steps": steps["steps"],
+        "rows_per_step": steps["decoding"] / max(steps["steps"], 1),
+        "buffer_rows": steps["buffer"] / max(steps["steps"], 1),
+        "prefilling_steps": steps["prefilling"],
         "tokens": sum(r.n_policy_tokens for r in results),
         "seconds": seconds,
         "episodes": len(results),
         "turns": sum(len(r.turns) for r in results) / len(results),
         "success": sum(r.verdict.success for r in results) / len(results),
     }
+
+
+COUNTER = StepCounter()
 
 
 def main() -> None:
@@ -122,6 +158,12 @@ def main() -> None:
             f"{name:34} {median(runs, 'tokens'):7.0f} {median(runs, 'seconds'):8.1f} {median(runs, 'rate'):7.1f} "
             f"{spread(runs, 'rate'):>13} {median(runs, 'episodes') / median(runs, 'seconds'):10.2f} "
             f"{median(runs, 'turns'):8.2f} {median(runs, 'success'):7.2f}"
+        )
+    print(f"{'row':34} {'steps':>7} {'rows decoding per step':>22} {'rows in the buffer':>18} {'steps prefilling':>16}")
+    for name, runs in rates.items():
+        print(
+            f"{name:34} {median(runs, 'steps'):7.0f} {median(runs, 'rows_per_step'):22.1f} "
+            f"{median(runs, 'buffer_rows'):18.1f} {median(runs, 'prefilling_steps'):16.0f}"
         )
     served, merged = (median(runs, "rate") for runs in rates.values())
     print(f"decode server / merged per turn: {served / merged:.2f}x tokens/s")

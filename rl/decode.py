@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
+from rl import decode_kernel
 from rl.decode_kernel import decode_attention
 from rl.decode_kernel import sample as sample_kernel
 from rl.policy import PolicyError
@@ -201,12 +202,19 @@ class DecodeEngine:
             layer_kv = kv[layer_index]
             layer_kv[0][batch_rows, :, slots] = k.transpose(1, 2)
             layer_kv[1][batch_rows, :, slots] = v
-            if isinstance(rows, slice):  # a view of contiguous rows; an index gathers a copy
-                keys_, values = layer_kv[0, rows, :, :visible], layer_kv[1, rows, :, :visible]
+            out = None
+            if lengths is not None:  # the kernel reads the buffer's rows in place, by index or range
+                whole = isinstance(rows, slice)
+                keys_, values = (layer_kv[0, rows], layer_kv[1, rows]) if whole else (layer_kv[0], layer_kv[1])
+                out = decode_attention(q[:, :, 0], keys_, values, lengths, attn.scaling, None if whole else index)
+            if out is None:
+                if isinstance(rows, slice):  # a view of contiguous rows; an index gathers a copy
+                    keys_, values = layer_kv[0, rows, :, :visible], layer_kv[1, rows, :, :visible]
+                else:
+                    keys_, values = layer_kv[0, rows][:, :, :visible], layer_kv[1, rows][:, :, :visible]
+                out = grouped_attention(q, keys_, values, mask, attn.scaling)
             else:
-                keys_, values = layer_kv[0, rows][:, :, :visible], layer_kv[1, rows][:, :, :visible]
-            out = decode_attention(q[:, :, 0], keys_, values, lengths, attn.scaling) if lengths is not None else None
-            out = out[:, :, None] if out is not None else grouped_attention(q, keys_, values, mask, attn.scaling)
+                out = out[:, :, None]
             x = x + attn.o_proj(out.transpose(1, 2).reshape(b, n, -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return decoder.norm(x)
@@ -539,23 +547,26 @@ class _Batch:
         decoding = [row for row, state in enumerate(self.state) if state == DECODE]
         if decoding:
             engine = self.engine
-            # PREFILL rows write their junk where their prefill writes next; DONE rows at slot 0
-            slots = [self.filled[row] if state != DONE else 0 for row, state in enumerate(self.state)]
+            if decode_kernel.applies(self.kv[0].device, self.kv[0].dtype):
+                # only the decoding rows: the kernel reads their buffer rows in place
+                fed = decoding
+                where = (
+                    slice(fed[0], fed[-1] + 1)
+                    if fed[-1] - fed[0] + 1 == len(fed)
+                    else torch.tensor(fed, device=self.device)
+                )
+            else:  # every row, so attention reads a view of the buffer, not a gathered copy
+                fed, where = list(range(len(self.state))), slice(0, len(self.state))
+            # PREFILL rows fed along write their junk where their prefill writes next; DONE rows at slot 0
+            slots = [self.filled[row] if self.state[row] != DONE else 0 for row in fed]
             ids = torch.tensor(
-                [
-                    self.reply_tokens[row][-1] if state == DECODE else engine.pad_id
-                    for row, state in enumerate(self.state)
-                ],
+                [self.reply_tokens[row][-1] if self.state[row] == DECODE else engine.pad_id for row in fed],
                 device=self.device,
             )[:, None]
-            out = engine._forward(
-                ids,
-                torch.tensor(slots, device=self.device)[:, None],
-                self.kv,
-                slice(0, len(self.state)),
-                max(slots) + 1,
-            )
-            hidden.append(out[torch.tensor(decoding, device=self.device), -1])
+            out = engine._forward(ids, torch.tensor(slots, device=self.device)[:, None], self.kv, where, max(slots) + 1)
+            if len(fed) != len(decoding):  # every row was fed (fed[r] == r): keep the decoding ones
+                out = out[torch.tensor(decoding, device=self.device)]
+            hidden.append(out[:, -1])
             rows += decoding
             for row in decoding:
                 self.filled[row] += 1

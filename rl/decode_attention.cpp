@@ -84,7 +84,7 @@ void attend(const T* q, int64_t q_head_stride, const T* k, const T* v, int64_t s
 
 template <typename T>
 void run(const void* q, const int64_t* qs, const void* k, const void* v, const int64_t* ks, const int64_t* lengths,
-         int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t dim, float scale, void* out) {
+         const int64_t* rows, int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t dim, float scale, void* out) {
   const int64_t group = q_heads / kv_heads;
   const T* qp = static_cast<const T*>(q);
   const T* kp = static_cast<const T*>(k);
@@ -93,19 +93,23 @@ void run(const void* q, const int64_t* qs, const void* k, const void* v, const i
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t task = 0; task < batch * kv_heads; ++task) {
     const int64_t b = task / kv_heads, h = task % kv_heads;
+    const int64_t r = rows ? rows[b] : b;  // the buffer row query b reads
     auto body = dim == 64 ? attend<T, 64> : dim == 128 ? attend<T, 128> : attend<T, 0>;
-    body(qp + b * qs[0] + h * group * qs[1], qs[1], kp + b * ks[0] + h * ks[1], vp + b * ks[0] + h * ks[1],
+    body(qp + b * qs[0] + h * group * qs[1], qs[1], kp + r * ks[0] + h * ks[1], vp + r * ks[0] + h * ks[1],
               ks[2], lengths[b], group, dim, scale, op + (b * q_heads + h * group) * dim, dim);
   }
 }
 }  // namespace
 
+// rows (may be null): the key/value buffer row that query b reads (rows[b]); null reads row b.
 extern "C" int hs_decode_attention(int dtype, const void* q, const int64_t* q_strides, const void* k, const void* v,
-                                   const int64_t* kv_strides, const int64_t* lengths, int64_t batch, int64_t q_heads,
-                                   int64_t kv_heads, int64_t dim, float scale, void* out) {
+                                   const int64_t* kv_strides, const int64_t* lengths, const int64_t* rows,
+                                   int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t dim, float scale,
+                                   void* out) {
   if (dim > kMaxDim || q_heads % kv_heads != 0 || q_heads / kv_heads > kMaxGroup) return 1;
-  if (dtype == 0) run<float>(q, q_strides, k, v, kv_strides, lengths, batch, q_heads, kv_heads, dim, scale, out);
-  else if (dtype == 1) run<uint16_t>(q, q_strides, k, v, kv_strides, lengths, batch, q_heads, kv_heads, dim, scale, out);
+  if (dtype == 0) run<float>(q, q_strides, k, v, kv_strides, lengths, rows, batch, q_heads, kv_heads, dim, scale, out);
+  else if (dtype == 1)
+    run<uint16_t>(q, q_strides, k, v, kv_strides, lengths, rows, batch, q_heads, kv_heads, dim, scale, out);
   else return 2;
   return 0;
 }

@@ -91,7 +91,7 @@ def _library():
         )
         return None
     attention, sample = library.hs_decode_attention, library.hs_sample
-    attention.argtypes = [ctypes.c_int, ctypes.c_void_p, _I64P, ctypes.c_void_p, ctypes.c_void_p, _I64P, _I64P]
+    attention.argtypes = [ctypes.c_int, ctypes.c_void_p, _I64P, ctypes.c_void_p, ctypes.c_void_p, _I64P, _I64P, _I64P]
     attention.argtypes += [ctypes.c_int64] * 4 + [ctypes.c_float, ctypes.c_void_p]
     sample.argtypes = [ctypes.c_int, ctypes.c_void_p] + [ctypes.c_int64] * 3 + [ctypes.c_float] * 2
     sample.argtypes += [ctypes.c_void_p] * 3
@@ -121,31 +121,50 @@ def turned_off():
 
 
 def decode_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lengths: torch.Tensor, scale: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    lengths: torch.Tensor,
+    scale: float,
+    rows: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
-    """Attention of q [B, Hq, D] (one query per row) over k, v [B, Hkv, S, D], row b reading its
-    slots [0, lengths[b]); query head h reads key/value head h // (Hq / Hkv). Returns [B, Hq, D],
-    or None where the kernel does not apply (the caller then uses SDPA)."""
+    """Attention of q [B, Hq, D] (one query per row) over k, v [R, Hkv, S, D], query b reading
+    buffer row rows[b] (row b without `rows`; then R == B), its slots [0, lengths[b]); query head h
+    reads key/value head h // (Hq / Hkv). Returns [B, Hq, D], or None where the kernel does not
+    apply (the caller then uses SDPA)."""
     library = _library()
     if library is None or q.device.type != "cpu" or q.dtype not in DTYPES or not (q.dtype == k.dtype == v.dtype):
         return None
     b, hq, d = q.shape
-    if k.shape != v.shape or k.stride() != v.stride() or k.shape[0] != b or k.shape[3] != d or hq % k.shape[1]:
+    if k.shape != v.shape or k.stride() != v.stride() or k.shape[3] != d or hq % k.shape[1]:
         raise ValueError(f"decode_attention: q {tuple(q.shape)} does not fit k/v {tuple(k.shape)}, {tuple(v.shape)}")
+    if rows is None and k.shape[0] != b:
+        raise ValueError(f"decode_attention: {b} queries for {k.shape[0]} key/value rows; name each query's row")
     if q.stride(2) != 1 or k.stride(3) != 1:
         return None
     lengths = lengths.to(device="cpu", dtype=torch.int64).contiguous()
     if lengths.numel() != b or (b and (int(lengths.min()) < 0 or int(lengths.max()) > k.shape[2])):
         raise ValueError(f"decode_attention: {lengths.numel()} lengths for {b} rows, each in [0, {k.shape[2]}]")
+    row_map = None
+    if rows is not None:
+        rows = rows.to(device="cpu", dtype=torch.int64).contiguous()
+        if rows.numel() != b or (b and (int(rows.min()) < 0 or int(rows.max()) >= k.shape[0])):
+            raise ValueError(f"decode_attention: {rows.numel()} rows for {b} queries, each in [0, {k.shape[0]})")
+        row_map = ctypes.cast(rows.data_ptr(), _I64P)
     out = torch.empty((b, hq, d), dtype=q.dtype)
     q_strides = (ctypes.c_int64 * 2)(q.stride(0), q.stride(1))
     kv_strides = (ctypes.c_int64 * 3)(k.stride(0), k.stride(1), k.stride(2))
     with torch.profiler.record_function(PROFILER_NAME):  # what benchmarks/rollout_throughput.py counts as attention
         status = library.hs_decode_attention(
             DTYPES[q.dtype], q.data_ptr(), q_strides, k.data_ptr(), v.data_ptr(), kv_strides,
-            ctypes.cast(lengths.data_ptr(), _I64P), b, hq, k.shape[1], d, float(scale), out.data_ptr(),
+            ctypes.cast(lengths.data_ptr(), _I64P), row_map, b, hq, k.shape[1], d, float(scale), out.data_ptr(),
         )  # fmt: skip
     return out if status == 0 else None
+
+
+def applies(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether decode_attention runs the compiled kernel for tensors of this device and dtype."""
+    return device.type == "cpu" and dtype in DTYPES and _library() is not None
 
 
 def sample(

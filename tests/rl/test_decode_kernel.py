@@ -66,6 +66,22 @@ def test_lengths_outside_the_buffer_or_mismatched_shapes_are_refused_before_any_
         decode_kernel.decode_attention(torch.randn(2, 3, 32), k, v, torch.tensor([4, 4]), 0.125)
 
 
+def test_queries_read_the_buffer_rows_they_name_in_place():
+    """The engine feeds only its decoding rows: query b reads buffer row rows[b], the same
+    attention as over those rows gathered; rows outside the buffer, or a row count that does not
+    match the queries, are refused before any read."""
+    torch.manual_seed(3)
+    k, v = torch.randn(6, 3, 80, 64), torch.randn(6, 3, 80, 64)
+    q, lengths, rows = torch.randn(3, 9, 64), torch.tensor([5, 80, 33]), torch.tensor([4, 0, 2])
+    got = decode_kernel.decode_attention(q, k, v, lengths, 0.125, rows)
+    assert torch.equal(got, decode_kernel.decode_attention(q, k[rows], v[rows], lengths, 0.125))
+    for bad in (torch.tensor([4, 0, 6]), torch.tensor([4, -1, 2]), torch.tensor([4, 0])):
+        with pytest.raises(ValueError, match="rows for 3 queries"):
+            decode_kernel.decode_attention(q, k, v, lengths, 0.125, bad)
+    with pytest.raises(ValueError, match="name each query's row"):
+        decode_kernel.decode_attention(q, k, v, lengths, 0.125)
+
+
 def test_turned_off_the_kernel_steps_aside_and_the_engine_samples_the_same_tokens():
     """HS_DECODE_KERNEL=0 keeps SDPA; both paths of a whole multi-turn sampling agree token for token."""
     from rl.decode import DecodeEngine
