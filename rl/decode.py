@@ -324,7 +324,7 @@ class DecodeEngine:
                     batch.retire(row)
                     batch.streams.pop(ticket, None)
                     deliver(ticket, decoded)
-            batch.compact()
+            batch.compact(drop_rows=False)
 
     def _prefill_chunks(self, news: list[int]) -> list[tuple[int, int]]:
         """Consecutive row ranges (rows sorted by new tokens, most first) under the token budget,
@@ -427,8 +427,9 @@ class _Batch:
             self.admit_all([s for _, s, _, _ in items], [c for _, _, c, _ in items], [t for t, _, _, _ in items])
             return
         rows = [row for row, state in enumerate(self.state) if state == DONE][: len(items)]
-        if len(rows) < len(items):
-            rows += self._add_rows(len(items) - len(rows))
+        if len(rows) < len(items):  # grown by half at least (up to max_rows): fewer copies of the buffer
+            spare = min(len(self.state) // 2, self.engine.max_rows - len(self.state))
+            rows += self._add_rows(max(len(items) - len(rows), spare))[: len(items) - len(rows)]
         self._ensure_width(max(len(s) for _, s, _, _ in items) + self.max_new)
         first: dict[tuple, int] = {}
         now = time.perf_counter()
@@ -510,17 +511,19 @@ class _Batch:
         self.state[row] = PREFILL
         self.started[row] = time.perf_counter()
 
-    def compact(self) -> None:
-        """Once finished rows are half the buffer or more, drop them so they stop costing compute;
-        once the live rows need half the buffer's width or less, drop the slots beyond (a serving
-        batch lives on while its longest sequences come and go)."""
+    def compact(self, drop_rows: bool = True) -> None:
+        """Once the live rows need half the buffer's width or less, drop the slots beyond, keeping
+        a quarter more than they need (a serving batch lives on while its longest sequences come
+        and go); with `drop_rows`, once finished rows are half the buffer or more, drop them so they
+        stop costing compute. A serving loop keeps them instead, for the sequences that arrive next
+        (its steps do not feed them where the kernel reads rows by index)."""
         keep = [row for row, state in enumerate(self.state) if state != DONE]
         need = max((len(self.seq[row]) + self.max_new for row in keep), default=0)
         if keep and need * 2 <= self.kv[0].shape[3]:
             for i, layer in enumerate(self.kv):  # one layer at a time
-                self.kv[i] = layer[..., :need, :].clone()
+                self.kv[i] = layer[..., : need + need // 4, :].clone()
                 del layer
-        if not keep or len(keep) * 2 > len(self.state):
+        if not drop_rows or not keep or len(keep) * 2 > len(self.state):
             return
         index = torch.tensor(keep, device=self.device)
         for i, layer in enumerate(self.kv):
