@@ -357,8 +357,10 @@ class _Batch:
     buffer at most, not a second whole buffer.
 
     A row is PREFILL (its sequence has tokens without keys/values yet), DECODE (its last sampled
-    token is fed next) or DONE (it rides along until the next compaction). Each step feeds every
-    DECODE row one token in one forward over the whole buffer, then prefills the PREFILL rows."""
+    token is fed next) or DONE (free: dropped at the next compaction, or serving the next sequence
+    in a serving loop). Each step feeds every DECODE row one token in one forward (on CPU with the
+    kernel only those rows; elsewhere the whole buffer, the others riding along), then prefills the
+    PREFILL rows."""
 
     def __init__(self, engine: DecodeEngine, max_new_tokens: int, streams: list[tuple[int, int] | None]):
         self.engine, self.max_new = engine, max_new_tokens
