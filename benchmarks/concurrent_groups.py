@@ -74,7 +74,9 @@ class StepCounter:
         return counts
 
 
-def phase(policy: BatchingPolicy, groups: list[list[RolloutSpec]], sampling: Sampling, max_rounds: int) -> dict:
+def phase(
+    policy: BatchingPolicy, groups: list[list[RolloutSpec]], sampling: Sampling, max_rounds: int, counter: StepCounter
+) -> dict:
     """Every group in its own thread at once, as a phase's task runner runs them."""
 
     def group(index: int):
@@ -85,7 +87,7 @@ def phase(policy: BatchingPolicy, groups: list[list[RolloutSpec]], sampling: Sam
     with ThreadPoolExecutor(max_workers=len(groups)) as pool:
         results = [r for rs in pool.map(group, range(len(groups))) for r in rs]
     seconds = time.perf_counter() - start
-    steps = COUNTER.take()
+    steps = counter.take()
     return {
         "steps": steps["steps"],
         "rows_per_step": steps["decoding"] / max(steps["steps"], 1),
@@ -99,22 +101,26 @@ def phase(policy: BatchingPolicy, groups: list[list[RolloutSpec]], sampling: Sam
     }
 
 
-COUNTER = StepCounter()
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give a whole number of at least 1")
+    return value
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="default: the warm-start checkpoint if built, else smollm2-135m")
     parser.add_argument("--split", default="train")
-    parser.add_argument("--groups", type=int, default=8)
-    parser.add_argument("--k", type=int, default=8)
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--max-rounds", type=int, default=4)
+    parser.add_argument("--groups", type=positive, default=8)
+    parser.add_argument("--k", type=positive, default=8)
+    parser.add_argument("--max-new-tokens", type=positive, default=96)
+    parser.add_argument("--max-rounds", type=positive, default=4)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each row's median is reported")
+    parser.add_argument("--rounds", type=positive, default=3, help="interleaved rounds; each row's median is reported")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     from configs.schema import EnvConfig
@@ -128,16 +134,19 @@ def main() -> None:
     inner = TransformersPolicy(model, device=args.device, dtype=args.dtype, shared=False)
     policy = BatchingPolicy(inner)
     policy.generate([policy.start([{"role": "user", "content": "warm up"}])], Sampling(max_new_tokens=4, seed=0))
+    counter = StepCounter()  # from here on: the warm-up's steps are not counted
 
     def merged_per_turn() -> dict:
         inner.serves_concurrent_calls = False
         try:
-            return phase(policy, groups, sampling, args.max_rounds)
+            return phase(policy, groups, sampling, args.max_rounds, counter)
         finally:
             inner.serves_concurrent_calls = True
 
     rows = {
-        f"decode server ({inner.engine}, {inner.dtype})": lambda: phase(policy, groups, sampling, args.max_rounds),
+        f"decode server ({inner.engine}, {inner.dtype})": lambda: phase(
+            policy, groups, sampling, args.max_rounds, counter
+        ),
         "merged per turn (before)": merged_per_turn,
     }
     machine = measure(args.device)

@@ -434,17 +434,14 @@ class _Batch:
             rows += self._add_rows(max(len(items) - len(rows), spare))[: len(items) - len(rows)]
         self._ensure_width(max(len(s) for _, s, _, _ in items) + self.max_new)
         first: dict[tuple, int] = {}
-        now = time.perf_counter()
-        for row, (ticket, sequence, cache) in zip(rows, ((t, s, c) for t, s, c, _ in items)):
+        for row, (ticket, sequence, cache, _) in zip(rows, items):
             cached = min(cache.length, len(sequence) - 1) if cache is not None else 0
             source = first.setdefault((tuple(sequence), id(cache) if cached else None), row)
             if source != row:
                 self.copy_of[row] = source  # its keys/values are copied from the source's prefill
             elif cached:
                 self._write_cache(row, cache, cached)
-            self.who[row], self.seq[row], self.filled[row], self.state[row] = ticket, list(sequence), cached, PREFILL
-            self.reply_tokens[row], self.reply_logps[row], self.draws[row] = [], [], None
-            self.turn[row], self.started[row] = 0, now
+            self._start(row, ticket, sequence, cached)
 
     def _add_rows(self, n: int) -> list[int]:
         """n finished rows at the end of the buffer (grown one layer at a time); their indices."""
@@ -492,7 +489,11 @@ class _Batch:
         self._ensure_width(len(sequence) + self.max_new)
         if cached:
             self._write_cache(row, cache, cached)
-        self.who[row], self.seq[row], self.filled[row], self.state[row] = i, list(sequence), cached, PREFILL
+        self._start(row, i, sequence, cached)
+
+    def _start(self, row: int, who: int, sequence: list[int], cached: int) -> None:
+        """The row serves `who`'s sequence at its first turn, its first `cached` slots filled."""
+        self.who[row], self.seq[row], self.filled[row], self.state[row] = who, list(sequence), cached, PREFILL
         self.reply_tokens[row], self.reply_logps[row], self.draws[row] = [], [], None
         self.turn[row], self.started[row] = 0, time.perf_counter()
 
