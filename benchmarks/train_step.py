@@ -46,21 +46,37 @@ SETTINGS = {
     "bf16, micro 4": {"micro_batch": 4, "dtype": "bfloat16"},
     "bf16, micro 8": {"micro_batch": 8, "dtype": "bfloat16"},
     "bf16, micro 8 + grad ckpt": {"micro_batch": 8, "dtype": "bfloat16", "gradient_checkpointing": True},
+    # micro-batches by padded tokens (trainer.micro_tokens): short sequences packed, a forward's activations bounded
+    "bf16, 1024 tokens": {"micro_tokens": 1024, "dtype": "bfloat16"},
+    "bf16, 2048 tokens + grad ckpt": {"micro_tokens": 2048, "dtype": "bfloat16", "gradient_checkpointing": True},
+    "bf16, 4096 tokens + grad ckpt": {"micro_tokens": 4096, "dtype": "bfloat16", "gradient_checkpointing": True},
 }
 
 
-def sequences(vocab: int, n: int = 8, turns: int = 4, ctx: int = 160, gen: int = 96):
+def sequences(vocab: int, lengths: list[int] | None = None):
+    """One sequence per length (default 8 x 1,024), in turns of 160 context tokens (loss mask 0) then 96
+    sampled (mask 1), the last turn cut at the length; advantages +1/-1."""
     import random
 
     from rl.train_batch import TrainSequence
 
     rng = random.Random(0)
     out = []
-    for i in range(n):
-        ids = [rng.randrange(100, vocab - 1) for _ in range(turns * (ctx + gen))]
-        mask = ([0] * ctx + [1] * gen) * turns
+    for i, length in enumerate(lengths or [1024] * 8):
+        ids = [rng.randrange(100, vocab - 1) for _ in range(length)]
+        mask = (([0] * 160 + [1] * 96) * (length // 256 + 1))[:length]
         out.append(TrainSequence(ids, mask, [math.nan] * len(ids), 1.0 if i % 2 == 0 else -1.0))
     return out
+
+
+def parse_lengths(text: str | None) -> list[int] | None:
+    """'330:1110:16' -> 16 lengths evenly from 330 to 1,110; '512,1024' -> those; None -> the default."""
+    if not text:
+        return None
+    if ":" in text:
+        low, high, n = (int(x) for x in text.split(":"))
+        return [round(low + (high - low) * i / max(n - 1, 1)) for i in range(n)]
+    return [int(x) for x in text.split(",")]
 
 
 # Qwen2.5 shapes (hidden, layers, heads, kv heads, MLP, vocab), from their published configs.
@@ -128,7 +144,7 @@ def update_flops(model, seqs) -> float:
     return 6 * n * tokens + 6 * cfg.hidden_size * cfg.vocab_size * tokens + attention
 
 
-def one(model_name: str, device: str, backend: str, setting: dict) -> dict:
+def one(model_name: str, device: str, backend: str, setting: dict, lengths: list[int] | None = None) -> dict:
     import torch
 
     from rl.trainer import TorchTrainer, TrainerSettings
@@ -143,7 +159,7 @@ def one(model_name: str, device: str, backend: str, setting: dict) -> dict:
         trainer = DeepSpeedTrainer(model, settings, pad_id, zero_stage=2, bf16=settings.dtype == "bfloat16")
     else:
         trainer = TorchTrainer(model, settings, pad_id)
-    seqs = sequences(model.config.vocab_size)
+    seqs = sequences(model.config.vocab_size, lengths)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
@@ -171,13 +187,19 @@ def main() -> None:
     parser.add_argument("--backends", default="torch", help="comma list of trainer backends: torch,deepspeed")
     parser.add_argument("--settings", default=";".join(SETTINGS), help="semicolon list of the rows to run")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each row's median is reported")
+    parser.add_argument(
+        "--lengths",
+        default=None,
+        help="sequence lengths: 'LOW:HIGH:N' evenly spaced, or a comma list (default 8 x 1024)",
+    )
     parser.add_argument("--only", default=None, help=argparse.SUPPRESS)  # child process: "backend|setting"
     args = parser.parse_args()
     if args.only:
         backend, setting = args.only.split("|")
         from rl.memory import allocator_in_use
 
-        print(json.dumps({**one(args.model, args.device, backend, SETTINGS[setting]), "allocator": allocator_in_use()}))
+        stats = one(args.model, args.device, backend, SETTINGS[setting], parse_lengths(args.lengths))
+        print(json.dumps({**stats, "allocator": allocator_in_use()}))
         return
     machine = measure(args.device)
     # each row against the matmul peak of the dtype it computes in: bf16 rows against bf16's (the
@@ -187,6 +209,7 @@ def main() -> None:
     def row(backend: str, name: str):
         def run() -> dict:
             command = [sys.executable, __file__, "--model", args.model, "--device", args.device]
+            command += ["--lengths", args.lengths] if args.lengths else []
             env = child_environment(name)
             out = subprocess.run([*command, "--only", f"{backend}|{name}"], capture_output=True, text=True, env=env)
             if out.returncode != 0:
@@ -199,9 +222,12 @@ def main() -> None:
     rows = {(b, n): row(b, n) for b in args.backends.split(",") for n in args.settings.split(";")}
     results = interleaved({f"{b} {n}": run for (b, n), run in rows.items()}, args.rounds)
     print(describe(machine))
+    seqs = sequences(10**6, parse_lengths(args.lengths))
     print(
-        f"one GRPO update on 8 x 1024 tokens ({8 * 384} of them sampled, loss mask 1), model {args.model}, "
-        f"{args.device}; rows interleaved, median of {args.rounds} rounds"
+        f"one GRPO update on {len(seqs)} sequences of {min(len(s.input_ids) for s in seqs)}-"
+        f"{max(len(s.input_ids) for s in seqs)} tokens ({sum(len(s.input_ids) for s in seqs)} in all, "
+        f"{sum(s.n_policy_tokens for s in seqs)} sampled: loss mask 1), model {args.model}, {args.device}; "
+        f"rows interleaved, median of {args.rounds} rounds"
     )
     peak_kind = "CUDA peak GiB" if args.device.startswith("cuda") else "peak RSS GiB"
     print(

@@ -418,6 +418,7 @@ class SftConfig(RunConfig):
 
 
 class TrainerConfig(_Frozen):
+    LATER_FIELDS = frozenset({"micro_tokens"})
     backend: Literal["torch", "deepspeed"] = Field(
         default="torch", description="torch: one process on CPU or one GPU; deepspeed: ZeRO over the launched GPUs."
     )
@@ -427,6 +428,13 @@ class TrainerConfig(_Frozen):
     grad_clip: float = Field(default=1.0, gt=0.0, description="Global gradient-norm clip.")
     micro_batch: int = Field(
         default=2, ge=1, description="Sequences per forward/backward; gradients accumulate over the update's batch."
+    )
+    micro_tokens: int | None = Field(
+        default=None,
+        ge=64,
+        description="Micro-batches by padded tokens (rows x the longest) instead of micro_batch sequences: "
+        "bounds what a forward keeps for backward whatever the lengths, and packs short sequences "
+        "together; a sequence longer than this trains alone with its activations recomputed. None: micro_batch.",
     )
     logprob_chunk: int = Field(default=128, ge=8, description="Positions projected to the vocabulary at once.")
     gradient_checkpointing: bool = Field(default=False, description="Recompute activations in backward (less memory).")

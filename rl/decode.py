@@ -33,6 +33,7 @@ Qwen3 module layout of Hugging Face transformers (others raise UnsupportedModel;
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ from rl.decode_kernel import sample as sample_kernel
 from rl.policy import PolicyError
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
+KV_BUDGET_ENV = "HS_KV_CACHE_GIB"
+CPU_KV_BUDGET_GIB = 1.0
 NUCLEUS_PREFILTERS = (64, 1024, 1 << 30)  # top-k sizes tried in turn for the nucleus; the last is all
 
 
@@ -155,8 +158,27 @@ def grouped_attention(
     return out.reshape(b, hq, n, d)
 
 
+def kv_budget_bytes(device: torch.device) -> int | None:
+    """The bound on a decode loop's key/value buffer: HS_KV_CACHE_GIB when set (0: none), else
+    CPU_KV_BUDGET_GIB on CPU and none on a GPU (where `max_rows` alone bounds it)."""
+    raw = os.environ.get(KV_BUDGET_ENV, "").strip()
+    if raw:
+        try:
+            gib = float(raw)
+        except ValueError:
+            raise PolicyError(f"{KV_BUDGET_ENV}={raw!r} is not a number of GiB: set it to e.g. 1.5, or 0 for no bound")
+        return int(gib * 2**30) if gib > 0 else None
+    return int(CPU_KV_BUDGET_GIB * 2**30) if torch.device(device).type == "cpu" else None
+
+
 class DecodeEngine:
-    """Batched sampling over a Hugging Face Llama-family causal LM, caches kept per session."""
+    """Batched sampling over a Hugging Face Llama-family causal LM, caches kept per session.
+
+    The key/value buffer is bounded twice: by `max_rows`, and by `kv_budget` bytes (rows x width;
+    kv_budget_bytes). A sequence waits for a row until it fits under both; a running row whose next
+    turn would widen the buffer past the budget waits, its slots kept, until finished rows are
+    dropped. Only when nothing else can run does the buffer pass the budget (one sequence longer
+    than all of it runs alone). Waiting changes no draw: each row samples from its own stream."""
 
     prefill_token_budget = 8192  # rows x new tokens per prefill forward
     # Rows decoding at once; more sequences wait and take the rows that finish. Bounds the key/value
@@ -168,6 +190,7 @@ class DecodeEngine:
         self.model = model
         self.eos = set(eos_ids)
         self.pad_id = pad_id
+        self.kv_budget = kv_budget_bytes(next(model.parameters()).device)
 
     # -- the model, slot-addressed ---------------------------------------------------------
     def _geometry(self):
@@ -266,11 +289,17 @@ class DecodeEngine:
         Returns each sequence's last reply (with its cache when `keep_cache`)."""
         if streams is None:
             streams = [None if seed is None else (seed, i) for i in range(len(sequences))]
-        batch = _Batch(self, max_new_tokens, streams)
-        first = min(len(sequences), self.max_rows)  # the rest wait for a row (bounded key/value memory)
-        batch.admit_all(sequences[:first], caches[:first])
-        waiting = list(range(first, len(sequences)))
+        batch = _Batch(self, max_new_tokens, [])
+        waiting = list(range(len(sequences)))  # each takes a row when one is free under the bounds
         results: list[Decoded | None] = [None] * len(sequences)
+
+        def admit_waiting() -> None:
+            n = batch.room([len(sequences[i]) for i in waiting])
+            if n:
+                batch.admit([(i, sequences[i], caches[i], streams[i]) for i in waiting[:n]])
+                del waiting[:n]
+
+        admit_waiting()
         while batch.live():
             logits, rows = batch.step()
             tokens, logps = sample_tokens(logits, temperature, top_p, uniforms=batch.uniforms(rows))
@@ -282,13 +311,11 @@ class DecodeEngine:
                 if following is None:
                     decoded.cache = batch.cache_of(row) if keep_cache else None
                     results[batch.who[row]] = decoded
-                    if waiting:  # the finished row serves the next waiting sequence
-                        nxt = waiting.pop(0)
-                        batch.reuse(row, nxt, sequences[nxt], caches[nxt])
-                    else:
-                        batch.retire(row)
+                    batch.retire(row)  # its row serves the next waiting sequence, if there is room
                 else:
                     batch.continue_with(row, following)
+            if waiting:
+                admit_waiting()
             batch.compact()
         return results  # type: ignore[return-value]
 
@@ -298,18 +325,20 @@ class DecodeEngine:
         max_new_tokens: int,
         temperature: float,
         top_p: float,
-        take: Callable[[int], list[tuple[int, list[int], KVCache | None, tuple[int, int] | None]]],
+        take: Callable[
+            [Callable[[list[int]], int]], list[tuple[int, list[int], KVCache | None, tuple[int, int] | None]]
+        ],
         deliver: Callable[[int, Decoded], None],
     ) -> None:
-        """Continuous batching across callers (rl/decode_server.py). Before every step, take(free)
-        returns up to `free` new (ticket, sequence, cache, stream) items, which take rows at once;
+        """Continuous batching across callers (rl/decode_server.py). Before every step, take(room)
+        returns new (ticket, sequence, cache, stream) items, which take rows at once: room(lengths)
+        says how many sequences of those lengths, in that order, fit under the bounds now;
         each complete reply goes to deliver(ticket, decoded) with its grown cache, and its row is
         free for the next item. A row draws from its own stream, so a sequence samples what it
         would sample alone. Returns when no row is live and take() brought nothing."""
         batch = _Batch(self, max_new_tokens, [])
         while True:
-            busy = sum(state != DONE for state in batch.state)
-            items = take(self.max_rows - busy) if busy < self.max_rows else []
+            items = take(batch.room)
             if items:
                 batch.admit(items)
             if not batch.live():
@@ -430,7 +459,8 @@ class _Batch:
             return
         rows = [row for row, state in enumerate(self.state) if state == DONE][: len(items)]
         if len(rows) < len(items):  # grown by half at least (up to max_rows): fewer copies of the buffer
-            spare = min(len(self.state) // 2, self.engine.max_rows - len(self.state))
+            width = max(self.kv[0].shape[3], max(len(s) for _, s, _, _ in items) + self.max_new)
+            spare = min(len(self.state) // 2, min(self.engine.max_rows, self._budget_rows(width)) - len(self.state))
             rows += self._add_rows(max(len(items) - len(rows), spare))[: len(items) - len(rows)]
         self._ensure_width(max(len(s) for _, s, _, _ in items) + self.max_new)
         first: dict[tuple, int] = {}
@@ -463,6 +493,38 @@ class _Batch:
 
     def live(self) -> bool:
         return any(state != DONE for state in self.state)
+
+    def slot_bytes(self) -> int:
+        """Bytes of one slot of one row across every layer (keys and values)."""
+        layers, kv_heads, head_dim = self.engine._geometry()
+        return layers * 2 * kv_heads * head_dim * torch.empty((), dtype=self.dtype).element_size()
+
+    def room(self, lengths: list[int]) -> int:
+        """How many sequences of these lengths (in order) can take a row now: the buffer stays
+        within `max_rows` and the engine's byte budget at the width they need. When no row is
+        live, the first always fits (one sequence longer than the budget still runs, alone)."""
+        engine = self.engine
+        busy = sum(state != DONE for state in self.state)
+        if engine.kv_budget is not None and busy and self._width_wanted():
+            return 0  # the running rows' next turns come first
+        width = self.kv[0].shape[3] if self.kv else 0
+        slot = self.slot_bytes() if engine.kv_budget is not None else 0
+        n = 0
+        for length in lengths:
+            width = max(width, length + self.max_new)
+            rows = max(len(self.state), busy + n + 1)
+            if busy + n + 1 > engine.max_rows:
+                break
+            if slot and rows * width * slot > engine.kv_budget and busy + n > 0:
+                break
+            n += 1
+        return n
+
+    def _budget_rows(self, width: int) -> int:
+        """Rows that fit the byte budget at `width` (max_rows when there is no budget)."""
+        if self.engine.kv_budget is None:
+            return self.engine.max_rows
+        return max(1, self.engine.kv_budget // max(width * self.slot_bytes(), 1))
 
     def record(self, row: int, token: int, logp: float) -> bool:
         """Append a sampled token to the row's reply; True when the reply is complete."""
@@ -526,7 +588,10 @@ class _Batch:
             for i, layer in enumerate(self.kv):  # one layer at a time
                 self.kv[i] = layer[..., : need + need // 4, :].clone()
                 del layer
-        if not drop_rows or not keep or len(keep) * 2 > len(self.state):
+        # a turn waiting to widen the buffer: drop the finished rows once that lets it fit the budget
+        wanted = self._width_wanted() if self.engine.kv_budget is not None and len(keep) < len(self.state) else 0
+        unblocks = wanted and len(keep) * wanted * self.slot_bytes() <= self.engine.kv_budget
+        if not drop_rows or not keep or (len(keep) * 2 > len(self.state) and not unblocks):
             return
         index = torch.tensor(keep, device=self.device)
         for i, layer in enumerate(self.kv):
@@ -576,11 +641,31 @@ class _Batch:
             rows += decoding
             for row in decoding:
                 self.filled[row] += 1
-        prefilling = [row for row, state in enumerate(self.state) if state == PREFILL]
+        prefilling = self._within_budget([row for row, state in enumerate(self.state) if state == PREFILL], rows)
         if prefilling:
             hidden.append(self._prefill(prefilling))
             rows += prefilling
         return self.engine._logits(torch.cat(hidden)), rows
+
+    def _within_budget(self, prefilling: list[int], decoding: list[int]) -> list[int]:
+        """The PREFILL rows that run this step: all, unless their turns would widen the buffer past
+        the byte budget; then those that fit the present width, and the others wait (their slots
+        kept) until finished rows are dropped. With no row decoding and none fitting, all run."""
+        budget = self.engine.kv_budget
+        if budget is None or not prefilling:
+            return prefilling
+        width = self.kv[0].shape[3]
+        need = max(len(self.seq[row]) + self.max_new for row in prefilling)
+        if need <= width or len(self.state) * need * self.slot_bytes() <= budget:
+            return prefilling
+        fitting = [row for row in prefilling if len(self.seq[row]) + self.max_new <= width]
+        return fitting if fitting or decoding else prefilling
+
+    def _width_wanted(self) -> int:
+        """The widest turn waiting for the buffer to widen (0: none waits)."""
+        width = self.kv[0].shape[3] if self.kv else 0
+        needs = [len(self.seq[r]) + self.max_new for r, s in enumerate(self.state) if s == PREFILL]
+        return max((n for n in needs if n > width), default=0)
 
     def _prefill(self, rows: list[int]) -> torch.Tensor:
         """Feed each row's tokens that have no keys/values yet; the last one's hidden state per
@@ -633,8 +718,13 @@ class _Batch:
         width = self.kv[0].shape[3]
         if need <= width:
             return
+        # by half at least (fewer copies of the buffer), as far as the byte budget allows
+        budget_width = (
+            self.engine.kv_budget // max(len(self.state) * self.slot_bytes(), 1) if self.engine.kv_budget else None
+        )
+        wider = width + width // 2 if budget_width is None else min(width + width // 2, budget_width)
         for i, layer in enumerate(self.kv):  # one layer at a time: the old one is freed as the next grows
-            grown = layer.new_zeros(layer.shape[:3] + (max(need, width + width // 2), layer.shape[4]))
+            grown = layer.new_zeros(layer.shape[:3] + (max(need, wider), layer.shape[4]))
             grown[..., :width, :] = layer
             self.kv[i] = grown
             del layer, grown

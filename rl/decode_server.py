@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rl.decode import Decoded, DecodeEngine, KVCache
@@ -86,15 +87,18 @@ class DecodeServer:
                 key = self._queue[0].call.key
                 self.loops += 1
             try:
-                self.engine.serve(*key, take=lambda free: self._take(key, free), deliver=self._deliver)
+                self.engine.serve(*key, take=lambda room: self._take(key, room), deliver=self._deliver)
             except BaseException as exc:  # noqa: BLE001 - every caller in the failed step hears of it, none hangs
-                self._fail_in_flight(exc)
+                self._fail_in_flight(exc, key)
 
-    def _take(self, key: tuple, free: int) -> list[tuple]:
-        """Up to `free` queued sequences with these sampling settings, first come first served."""
+    def _take(self, key: tuple, room: Callable[[list[int]], int]) -> list[tuple]:
+        """The queued sequences with these sampling settings that fit the engine's rows and
+        key/value budget now (room(lengths): how many of them), first come first served."""
         taken = []
         with self._lock:
-            while self._queue and len(taken) < free and self._queue[0].call.key == key:
+            head = list(itertools.takewhile(lambda item: item.call.key == key, self._queue))
+            fits = room([len(item.sequence) for item in head if item.call.error is None]) if head else 0
+            while self._queue and len(taken) < fits and self._queue[0].call.key == key:
                 item = self._queue.pop(0)
                 if item.call.error is not None:  # its call already failed: nobody waits for it
                     continue
@@ -112,9 +116,14 @@ class DecodeServer:
         if finished:
             call.done.set()
 
-    def _fail_in_flight(self, exc: BaseException) -> None:
+    def _fail_in_flight(self, exc: BaseException, key: tuple) -> None:
+        """The calls with sequences in the failed loop hear of it. If it failed before taking any
+        (nothing in flight), the first queued call it was to serve does: else the loop would
+        start again on the same queue forever, its callers waiting."""
         with self._lock:
             calls = {item.call for item in self._in_flight.values()}
+            if not calls and self._queue and self._queue[0].call.key == key:
+                calls = {self._queue[0].call}
             self._in_flight.clear()
             self._queue = [item for item in self._queue if item.call not in calls]
             for call in calls:

@@ -92,7 +92,17 @@ def collate(seqs: list[TrainSequence], pad_id: int) -> dict[str, torch.Tensor]:
     }
 
 
-def micro_batches(seqs: list[TrainSequence], size: int) -> list[list[TrainSequence]]:
-    """Consecutive chunks of `size` after sorting by length, so padding stays small."""
+def micro_batches(seqs: list[TrainSequence], size: int, max_tokens: int | None = None) -> list[list[TrainSequence]]:
+    """Consecutive chunks after sorting by length, so padding stays small: `size` sequences each,
+    or with `max_tokens` as many as fit in that many padded tokens (rows x the longest), so a
+    forward's activations are bounded whatever the lengths; a longer sequence trains alone."""
     ordered = sorted(seqs, key=lambda s: len(s.input_ids))
-    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+    if max_tokens is None:
+        return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+    chunks: list[list[TrainSequence]] = []
+    for seq in ordered:  # ascending: the newest sequence is the chunk's longest
+        if chunks and (len(chunks[-1]) + 1) * len(seq.input_ids) <= max_tokens:
+            chunks[-1].append(seq)
+        else:
+            chunks.append([seq])
+    return chunks

@@ -21,6 +21,8 @@ log-prob is known: mean, share at the cap 2, share below 0.5.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +41,7 @@ class TrainerSettings:
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     micro_batch: int = 2
+    micro_tokens: int | None = None  # micro-batches by padded tokens instead of `micro_batch` sequences
     logprob_chunk: int = 128
     temperature: float = 1.0  # the sampler's temperature: log-probs are of the same distribution
     gradient_checkpointing: bool = False
@@ -100,7 +103,7 @@ class TorchTrainer:
         started = time.perf_counter()
         n_tokens = float(sum(s.n_loss_tokens for s in seqs))
         active = [s for s in seqs if s.advantage != 0.0 and s.n_policy_tokens]
-        chunks = micro_batches(active, self.settings.micro_batch)
+        chunks = micro_batches(active, self.settings.micro_batch, self.settings.micro_tokens)
         self.model.train()
         self._zero_grad()
         totals = dict.fromkeys(
@@ -108,8 +111,9 @@ class TorchTrainer:
         )
         for chunk, weight in self._shard(chunks):
             batch = collate(chunk, self.pad_id)
-            loss, stats = self._micro_loss(batch, n_tokens)
-            self._backward(loss * weight)
+            with self._recomputing(batch["input_ids"].numel()):
+                loss, stats = self._micro_loss(batch, n_tokens)
+                self._backward(loss * weight)
             if weight:  # a padding chunk (data-parallel ranks with fewer chunks) counts nothing
                 totals["loss"] += loss.item()
                 totals["clipped"] += stats["clip_fraction"] * float(batch["loss_mask"].sum().item())
@@ -168,6 +172,20 @@ class TorchTrainer:
                 below_half=float((w < 0.5).sum()),
             )
         return loss, stats
+
+    @contextmanager
+    def _recomputing(self, padded_tokens: int) -> Iterator[None]:
+        """Activations recomputed in backward for a micro-batch over `micro_tokens` (one sequence
+        longer than the budget), so the budget bounds what a forward keeps; as configured otherwise."""
+        over = self.settings.micro_tokens is not None and padded_tokens > self.settings.micro_tokens
+        if not over or self.settings.gradient_checkpointing:
+            yield
+            return
+        checkpoint_activations(self.model)
+        try:
+            yield
+        finally:
+            checkpoint_activations(self.model, enabled=False)
 
     def _backward(self, loss: torch.Tensor) -> None:
         loss.backward()

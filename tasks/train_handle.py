@@ -89,6 +89,7 @@ def _load_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
         weight_decay=t.weight_decay,
         grad_clip=t.grad_clip,
         micro_batch=t.micro_batch,
+        micro_tokens=t.micro_tokens,
         logprob_chunk=t.logprob_chunk,
         temperature=cfg.sampling.temperature or 1.0,
         gradient_checkpointing=t.gradient_checkpointing,

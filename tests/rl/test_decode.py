@@ -228,3 +228,94 @@ def test_more_sequences_than_rows_wait_for_a_row_and_draw_the_same():
     (bounded, rows), (unbounded, all_rows) = episodes(2), episodes(64)
     assert bounded == unbounded and (rows, all_rows) == (2, 5)
     assert [len(t) for t in bounded] == [1, 2, 3, 1, 2]
+
+
+def _recording_buffer(engine):
+    """Wraps engine._forward to record the key/value buffer's (rows, width) at every forward."""
+    forward, seen = engine._forward, []
+
+    def recording(ids, slots, kv, rows, width):
+        seen.append((kv[0].shape[1], kv[0].shape[3]))
+        return forward(ids, slots, kv, rows, width)
+
+    engine._forward = recording
+    return seen
+
+
+def test_a_key_value_byte_budget_bounds_the_buffer_and_changes_no_draw():
+    """Under a budget of 3 rows x 24 slots, seven sequences of 2-12 tokens take rows only while
+    rows x width stays within it (a longer one waits for shorter ones to finish), and each
+    samples what it samples with no budget; one sequence wider than the whole budget runs alone."""
+    from rl.decode import DecodeEngine, _Batch
+
+    model = tiny_llama()
+    prompts = [[5, 9, 12, 7], [3, 3, 8], list(range(1, 13)), [11, 2], [4, 4, 4, 4, 4, 6], [7, 1], [2] * 10]
+    bounded = DecodeEngine(model, eos_ids=[0], pad_id=0)
+    slot = _Batch(bounded, 8, []).slot_bytes()
+    bounded.kv_budget = 3 * 24 * slot
+    seen = _recording_buffer(bounded)
+    got = bounded.generate([list(p) for p in prompts], [None] * len(prompts), 8, 1.0, 1.0, seed=4)
+    unbounded = DecodeEngine(model, eos_ids=[0], pad_id=0)
+    unbounded.kv_budget = None
+    free = _recording_buffer(unbounded)
+    want = unbounded.generate([list(p) for p in prompts], [None] * len(prompts), 8, 1.0, 1.0, seed=4)
+    assert [d.tokens for d in got] == [d.tokens for d in want]
+    assert max(rows * width for rows, width in seen) * slot <= bounded.kv_budget
+    assert max(rows for rows, _ in free) == len(prompts) > max(rows for rows, _ in seen)
+
+    bounded.kv_budget = 8 * slot  # narrower than one sequence: it still runs, alone
+    seen.clear()
+    alone = bounded.generate(
+        [list(range(1, 13)), [3, 3, 8]], [None, None], 8, 1.0, 1.0, seed=None, streams=[(4, 2), (4, 1)]
+    )
+    assert [d.tokens for d in alone] == [want[2].tokens, want[1].tokens]
+    assert max(rows for rows, _ in seen) == 1
+
+
+def test_the_byte_budget_comes_from_hs_kv_cache_gib_with_a_one_line_error(monkeypatch):
+    from rl.decode import CPU_KV_BUDGET_GIB, kv_budget_bytes
+    from rl.policy import PolicyError
+
+    monkeypatch.delenv("HS_KV_CACHE_GIB", raising=False)
+    assert kv_budget_bytes(torch.device("cpu")) == int(CPU_KV_BUDGET_GIB * 2**30)
+    assert kv_budget_bytes(torch.device("meta")) is None  # not a CPU: max_rows alone bounds it
+    monkeypatch.setenv("HS_KV_CACHE_GIB", "0.5")
+    assert kv_budget_bytes(torch.device("cpu")) == 2**29
+    monkeypatch.setenv("HS_KV_CACHE_GIB", "0")
+    assert kv_budget_bytes(torch.device("cpu")) is None
+    monkeypatch.setenv("HS_KV_CACHE_GIB", "lots")
+    with pytest.raises(PolicyError, match="HS_KV_CACHE_GIB='lots' is not a number of GiB"):
+        kv_budget_bytes(torch.device("cpu"))
+
+
+def test_under_a_byte_budget_a_turn_that_would_widen_the_buffer_waits_and_draws_the_same():
+    """Continuous episodes of 1-3 turns whose contexts grow every turn, under a budget of 3 rows x
+    30 slots: a row whose next turn would widen the buffer past it waits for finished rows to be
+    dropped, so rows x width never passes the budget, and every episode samples what it samples
+    with no budget."""
+    from rl.decode import DecodeEngine, _Batch
+
+    model = tiny_llama()
+    prompts = [[5, 9, 12, 7], [3, 3, 8], [5, 9, 12, 7], [11, 2], [4, 4, 4, 4, 4, 6], [7, 1, 2]]
+
+    def episodes(budget_slots: int | None):
+        engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
+        slot = _Batch(engine, 6, []).slot_bytes()
+        engine.kv_budget = budget_slots * slot if budget_slots else None
+        seen = _recording_buffer(engine)
+        seqs = [list(p) for p in prompts]
+        turns: list[list[list[int]]] = [[] for _ in prompts]
+
+        def next_turn(i, decoded):
+            turns[i].append(decoded.tokens)
+            if len(turns[i]) == 1 + i % 3:
+                return None
+            seqs[i] = seqs[i] + decoded.tokens + [17, 18, 19, 20]  # a longer observation every turn
+            return seqs[i]
+
+        engine.run([list(p) for p in prompts], [None] * len(prompts), 6, 1.0, 1.0, seed=3, next_turn=next_turn)
+        return turns, max(rows * width for rows, width in seen), max(width for _, width in seen)
+
+    (bounded, peak, width), (free, free_peak, _) = episodes(3 * 30), episodes(None)
+    assert bounded == free and [len(t) for t in bounded] == [1, 2, 3, 1, 2, 3]
+    assert peak <= 3 * 30 < free_peak and width > 20  # the episodes did grow past their first width

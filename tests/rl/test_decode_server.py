@@ -160,6 +160,26 @@ def test_a_failing_step_fails_the_calls_in_it_and_the_server_serves_the_next(mod
     assert not server._in_flight and not server._queue
 
 
+def test_a_loop_that_fails_before_taking_anything_fails_the_waiting_call_and_does_not_spin(model):
+    """A serving loop that raises while nothing is in flight (here: measuring room for the queue)
+    fails the queued calls it was to serve, instead of restarting on them forever with their
+    callers waiting; the server then serves the next call."""
+    engine = DecodeEngine(model, eos_ids=[999], pad_id=0)
+    server = DecodeServer(engine)
+    serve = engine.serve
+
+    def broken(*args, take, deliver):
+        take(lambda lengths: 1 // 0)  # the room measure raises before any item is taken
+
+    engine.serve = broken
+    failed = _in_threads([lambda: server.decode([PROMPTS[0]], [None], 6, 1.0, 1.0, [(0, 0)])])
+    assert isinstance(failed[0], ZeroDivisionError) and server.loops == 1
+    engine.serve = serve
+    again = server.decode([PROMPTS[1]], [None], 6, 1.0, 1.0, [(0, 1)])
+    assert again[0].tokens == _alone(model, PROMPTS[1], None, (0, 1), max_new=6, eos=999).tokens
+    assert not server._in_flight and not server._queue
+
+
 def test_the_buffer_gives_back_the_width_of_a_long_sequence_once_it_is_done(model):
     """A serving batch lives on while sequences come and go: once the long one is done, the
     short ones' rows keep only the slots they can still need, and draw the same."""
@@ -197,3 +217,25 @@ def test_the_buffer_gives_back_the_width_of_a_long_sequence_once_it_is_done(mode
         [short], [None], 4, 1.0, 1.0, seed=None, next_turn=next_alone, streams=[(3, 1)]
     )
     assert turns[1] == alone
+
+
+def test_the_server_takes_sequences_only_while_they_fit_the_byte_budget(model):
+    """Six callers through a server whose budget holds 3 rows of 24 slots: queued sequences take
+    rows only while rows x width stays within it, and each draws what it draws alone."""
+    from rl.decode import _Batch
+
+    engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
+    slot = _Batch(engine, 8, []).slot_bytes()
+    engine.kv_budget = 3 * 24 * slot
+    forward, seen = engine._forward, []
+
+    def recording(ids, slots, kv, rows, width):
+        seen.append((kv[0].shape[1], kv[0].shape[3]))
+        return forward(ids, slots, kv, rows, width)
+
+    engine._forward = recording
+    server = DecodeServer(engine)
+    calls = [(PROMPTS[i], (20 + i, 0)) for i in range(len(PROMPTS))]
+    got = _in_threads([lambda p=p, s=s: server.decode([p], [None], 8, 1.0, 1.0, [s])[0].tokens for p, s in calls])
+    assert got == [_alone(model, p, None, s).tokens for p, s in calls]
+    assert max(rows * width for rows, width in seen) * slot <= engine.kv_budget

@@ -70,9 +70,11 @@ def test_all_zero_advantages_leave_the_model_and_optimizer_untouched():
     assert stats["trained_sequences"] == 0 and stats["grad_norm"] == 0.0 and not trainer.optimizer.state
 
 
-def _gradients(micro_batch: int, seqs) -> dict[str, torch.Tensor]:
+def _gradients(micro_batch: int, seqs, micro_tokens: int | None = None, trainer_out: list | None = None):
     model = tiny_model()
-    trainer = TorchTrainer(model, TrainerSettings(micro_batch=micro_batch), pad_id=0)
+    trainer = TorchTrainer(model, TrainerSettings(micro_batch=micro_batch, micro_tokens=micro_tokens), pad_id=0)
+    if trainer_out is not None:
+        trainer_out.append(trainer)
     grads: dict[str, torch.Tensor] = {}
     # no step: copy the accumulated gradients for inspection (the update frees them after its step)
     trainer._step = lambda: grads.update({k: p.grad.clone() for k, p in model.named_parameters()}) or 0.0
@@ -91,6 +93,53 @@ def test_micro_batching_accumulates_the_same_gradient_as_one_batch():
     one, many = _gradients(4, seqs), _gradients(1, seqs)
     for k in one:
         assert torch.allclose(one[k], many[k], atol=1e-6, rtol=1e-4), k
+
+
+def test_micro_batches_by_tokens_stay_within_the_budget_and_cover_every_sequence_once():
+    from rl.train_batch import micro_batches
+
+    seqs = [TrainSequence([1] * n, [1] * n, [math.nan] * n, 1.0) for n in (30, 5, 12, 9, 70, 9, 20, 3)]
+    chunks = micro_batches(seqs, size=2, max_tokens=40)
+    assert sorted(id(s) for c in chunks for s in c) == sorted(id(s) for s in seqs)
+    for chunk in chunks:
+        padded = len(chunk) * max(len(s.input_ids) for s in chunk)
+        assert padded <= 40 or len(chunk) == 1
+    assert [len(c) for c in chunks] == [4, 2, 1, 1]  # 3,5,9,9 | 12,20 | 30 | 70: short ones packed
+    assert [len(c) for c in micro_batches(seqs, size=2)] == [2, 2, 2, 2]  # by count without a budget
+
+
+@pytest.mark.parametrize(
+    "budget, chunks, recomputed",
+    [(24, [[9, 12], [15], [18]], [False, False, False]), (16, [[9], [12], [15], [18]], [False, False, False, True])],
+)
+def test_micro_batches_by_tokens_accumulate_one_batchs_gradient_recomputing_only_a_longer_sequence(
+    budget, chunks, recomputed
+):
+    """Sequences of 9, 12, 15 and 18 tokens: under 24 padded tokens the two shortest share a
+    micro-batch; under 16 the longest is over the budget and trains alone with its activations
+    recomputed (checkpointing on for it only). Either way the gradient is one batch's."""
+    from rl.train_batch import micro_batches
+
+    seqs = batch()
+    assert [[len(s.input_ids) for s in c] for c in micro_batches(seqs, 1, budget)] == chunks
+    trainers: list = []
+    seen: list[bool] = []
+    one = _gradients(4, seqs)
+    original = TorchTrainer._micro_loss
+
+    def watching(self, micro, n_tokens):
+        seen.append(bool(self.model.model.gradient_checkpointing))
+        return original(self, micro, n_tokens)
+
+    TorchTrainer._micro_loss = watching
+    try:
+        budgeted = _gradients(1, seqs, micro_tokens=budget, trainer_out=trainers)
+    finally:
+        TorchTrainer._micro_loss = original
+    for k in one:
+        assert torch.allclose(one[k], budgeted[k], atol=1e-6, rtol=1e-4), k
+    assert seen == recomputed
+    assert not trainers[0].model.model.gradient_checkpointing  # off again after the long one
 
 
 def test_mismatch_weight_scales_the_gradient_of_each_token():
