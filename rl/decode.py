@@ -544,15 +544,6 @@ class _Batch:
         for layer, cached in zip(self.kv, cache.tensor):
             layer[:, row, :, :length] = cached[:, :, :length].to(self.device)
 
-    def reuse(self, row: int, i: int, sequence: list[int], cache: KVCache | None) -> None:
-        """A finished row starts serving the caller's sequence i at its first turn: its cache's
-        keys/values are copied in, the rest is prefilled (stale slots beyond are never read)."""
-        cached = min(cache.length, len(sequence) - 1) if cache is not None else 0
-        self._ensure_width(len(sequence) + self.max_new)
-        if cached:
-            self._write_cache(row, cache, cached)
-        self._start(row, i, sequence, cached)
-
     def _start(self, row: int, who: int, sequence: list[int], cached: int) -> None:
         """The row serves `who`'s sequence at its first turn, its first `cached` slots filled."""
         self.who[row], self.seq[row], self.filled[row], self.state[row] = who, list(sequence), cached, PREFILL
