@@ -418,7 +418,9 @@ class SftConfig(RunConfig):
 
 
 class TrainerConfig(_Frozen):
-    LATER_FIELDS = frozenset({"micro_tokens"})
+    # how the update's gradient is split into micro-batches, not what it is (the same up to rounding,
+    # as with evaluate.group_concurrency): changing it resumes the same run
+    NOT_IDENTITY = frozenset({"micro_tokens"})
     backend: Literal["torch", "deepspeed"] = Field(
         default="torch", description="torch: one process on CPU or one GPU; deepspeed: ZeRO over the launched GPUs."
     )
