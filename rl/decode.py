@@ -190,7 +190,10 @@ class DecodeEngine:
         self.model = model
         self.eos = set(eos_ids)
         self.pad_id = pad_id
-        self.kv_budget = kv_budget_bytes(next(model.parameters()).device)
+        param = next(model.parameters())
+        self.kv_budget = kv_budget_bytes(param.device)
+        layers, kv_heads, head_dim = self._geometry()
+        self.slot_bytes = layers * 2 * kv_heads * head_dim * param.element_size()  # one slot of one row, every layer
 
     # -- the model, slot-addressed ---------------------------------------------------------
     def _geometry(self):
@@ -289,7 +292,7 @@ class DecodeEngine:
         Returns each sequence's last reply (with its cache when `keep_cache`)."""
         if streams is None:
             streams = [None if seed is None else (seed, i) for i in range(len(sequences))]
-        batch = _Batch(self, max_new_tokens, [])
+        batch = _Batch(self, max_new_tokens)
         waiting = list(range(len(sequences)))  # each takes a row when one is free under the bounds
         results: list[Decoded | None] = [None] * len(sequences)
 
@@ -336,7 +339,7 @@ class DecodeEngine:
         each complete reply goes to deliver(ticket, decoded) with its grown cache, and its row is
         free for the next item. A row draws from its own stream, so a sequence samples what it
         would sample alone. Returns when no row is live and take() brought nothing."""
-        batch = _Batch(self, max_new_tokens, [])
+        batch = _Batch(self, max_new_tokens)
         while True:
             items = take(batch.room)
             if items:
@@ -391,9 +394,11 @@ class _Batch:
     kernel only those rows; elsewhere the whole buffer, the others riding along), then prefills the
     PREFILL rows."""
 
-    def __init__(self, engine: DecodeEngine, max_new_tokens: int, streams: list[tuple[int, int] | None]):
+    def __init__(self, engine: DecodeEngine, max_new_tokens: int):
         self.engine, self.max_new = engine, max_new_tokens
-        self.streams = dict(enumerate(streams))  # the caller's index (or ticket) -> its stream
+        self.streams: dict[
+            int, tuple[int, int] | None
+        ] = {}  # the caller's index (or ticket) -> its stream, set on admission
         param = next(engine.model.parameters())
         self.device, self.dtype = param.device, param.dtype
         self.kv: list[torch.Tensor] = []
@@ -494,10 +499,10 @@ class _Batch:
     def live(self) -> bool:
         return any(state != DONE for state in self.state)
 
-    def slot_bytes(self) -> int:
-        """Bytes of one slot of one row across every layer (keys and values)."""
-        layers, kv_heads, head_dim = self.engine._geometry()
-        return layers * 2 * kv_heads * head_dim * torch.empty((), dtype=self.dtype).element_size()
+    def _fits(self, rows: int, width: int) -> bool:
+        """rows x width slots stay within the engine's byte budget (always, without one)."""
+        budget = self.engine.kv_budget
+        return budget is None or rows * width * self.engine.slot_bytes <= budget
 
     def room(self, lengths: list[int]) -> int:
         """How many sequences of these lengths (in order) can take a row now: the buffer stays
@@ -508,14 +513,13 @@ class _Batch:
         if engine.kv_budget is not None and busy and self._width_wanted():
             return 0  # the running rows' next turns come first
         width = self.kv[0].shape[3] if self.kv else 0
-        slot = self.slot_bytes() if engine.kv_budget is not None else 0
         n = 0
         for length in lengths:
             width = max(width, length + self.max_new)
             rows = max(len(self.state), busy + n + 1)
             if busy + n + 1 > engine.max_rows:
                 break
-            if slot and rows * width * slot > engine.kv_budget and busy + n > 0:
+            if not self._fits(rows, width) and busy + n > 0:
                 break
             n += 1
         return n
@@ -524,7 +528,7 @@ class _Batch:
         """Rows that fit the byte budget at `width` (max_rows when there is no budget)."""
         if self.engine.kv_budget is None:
             return self.engine.max_rows
-        return max(1, self.engine.kv_budget // max(width * self.slot_bytes(), 1))
+        return max(1, self.engine.kv_budget // max(width * self.engine.slot_bytes, 1))
 
     def record(self, row: int, token: int, logp: float) -> bool:
         """Append a sampled token to the row's reply; True when the reply is complete."""
@@ -581,7 +585,7 @@ class _Batch:
                 del layer
         # a turn waiting to widen the buffer: drop the finished rows once that lets it fit the budget
         wanted = self._width_wanted() if self.engine.kv_budget is not None and len(keep) < len(self.state) else 0
-        unblocks = wanted and len(keep) * wanted * self.slot_bytes() <= self.engine.kv_budget
+        unblocks = wanted and self._fits(len(keep), wanted)
         if not drop_rows or not keep or (len(keep) * 2 > len(self.state) and not unblocks):
             return
         index = torch.tensor(keep, device=self.device)
@@ -642,12 +646,11 @@ class _Batch:
         """The PREFILL rows that run this step: all, unless their turns would widen the buffer past
         the byte budget; then those that fit the present width, and the others wait (their slots
         kept) until finished rows are dropped. With no row decoding and none fitting, all run."""
-        budget = self.engine.kv_budget
-        if budget is None or not prefilling:
+        if self.engine.kv_budget is None or not prefilling:
             return prefilling
         width = self.kv[0].shape[3]
         need = max(len(self.seq[row]) + self.max_new for row in prefilling)
-        if need <= width or len(self.state) * need * self.slot_bytes() <= budget:
+        if need <= width or self._fits(len(self.state), need):
             return prefilling
         fitting = [row for row in prefilling if len(self.seq[row]) + self.max_new <= width]
         return fitting if fitting or decoding else prefilling
@@ -711,7 +714,7 @@ class _Batch:
             return
         # by half at least (fewer copies of the buffer), as far as the byte budget allows
         budget_width = (
-            self.engine.kv_budget // max(len(self.state) * self.slot_bytes(), 1) if self.engine.kv_budget else None
+            self.engine.kv_budget // max(len(self.state) * self.engine.slot_bytes, 1) if self.engine.kv_budget else None
         )
         wider = width + width // 2 if budget_width is None else min(width + width // 2, budget_width)
         for i, layer in enumerate(self.kv):  # one layer at a time: the old one is freed as the next grows

@@ -246,12 +246,12 @@ def test_a_key_value_byte_budget_bounds_the_buffer_and_changes_no_draw():
     """Under a budget of 3 rows x 24 slots, seven sequences of 2-12 tokens take rows only while
     rows x width stays within it (a longer one waits for shorter ones to finish), and each
     samples what it samples with no budget; one sequence wider than the whole budget runs alone."""
-    from rl.decode import DecodeEngine, _Batch
+    from rl.decode import DecodeEngine
 
     model = tiny_llama()
     prompts = [[5, 9, 12, 7], [3, 3, 8], list(range(1, 13)), [11, 2], [4, 4, 4, 4, 4, 6], [7, 1], [2] * 10]
     bounded = DecodeEngine(model, eos_ids=[0], pad_id=0)
-    slot = _Batch(bounded, 8, []).slot_bytes()
+    slot = bounded.slot_bytes
     bounded.kv_budget = 3 * 24 * slot
     seen = _recording_buffer(bounded)
     got = bounded.generate([list(p) for p in prompts], [None] * len(prompts), 8, 1.0, 1.0, seed=4)
@@ -293,14 +293,14 @@ def test_under_a_byte_budget_a_turn_that_would_widen_the_buffer_waits_and_draws_
     30 slots: a row whose next turn would widen the buffer past it waits for finished rows to be
     dropped, so rows x width never passes the budget, and every episode samples what it samples
     with no budget."""
-    from rl.decode import DecodeEngine, _Batch
+    from rl.decode import DecodeEngine
 
     model = tiny_llama()
     prompts = [[5, 9, 12, 7], [3, 3, 8], [5, 9, 12, 7], [11, 2], [4, 4, 4, 4, 4, 6], [7, 1, 2]]
 
     def episodes(budget_slots: int | None):
         engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
-        slot = _Batch(engine, 6, []).slot_bytes()
+        slot = engine.slot_bytes
         engine.kv_budget = budget_slots * slot if budget_slots else None
         seen = _recording_buffer(engine)
         seqs = [list(p) for p in prompts]

@@ -222,10 +222,8 @@ def test_the_buffer_gives_back_the_width_of_a_long_sequence_once_it_is_done(mode
 def test_the_server_takes_sequences_only_while_they_fit_the_byte_budget(model):
     """Six callers through a server whose budget holds 3 rows of 24 slots: queued sequences take
     rows only while rows x width stays within it, and each draws what it draws alone."""
-    from rl.decode import _Batch
-
     engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
-    slot = _Batch(engine, 8, []).slot_bytes()
+    slot = engine.slot_bytes
     engine.kv_budget = 3 * 24 * slot
     forward, seen = engine._forward, []
 

@@ -61,7 +61,7 @@ from rl.decode import DecodeEngine, _Batch
 from tests.doubles import tiny_llama
 
 engine = DecodeEngine(tiny_llama(), eos_ids=[0], pad_id=0)
-batch = _Batch(engine, 8, [None])
+batch = _Batch(engine, 8)
 batch.kv = [torch.ones(2, 4, 2, 5000, 64) for _ in range(20)]  # 20 layers x 20 MiB (fp32 ones: resident)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 batch._ensure_width(5001)  # 1.5x: 600 MiB in all
