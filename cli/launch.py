@@ -52,7 +52,21 @@ def allocator_environment(environ: dict[str, str]) -> dict[str, str] | None:
     return env
 
 
+def refuse_bad_settings(environ: dict[str, str]) -> None:
+    """Environment settings that are read deep inside a flow, checked here first: a malformed one
+    stops `hs` with one line and exit status 2 before any work starts."""
+    from rl.kv_budget import configured_kv_gib  # torch-free
+    from rl.policy import PolicyError
+
+    try:
+        configured_kv_gib(environ)
+    except PolicyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def main() -> None:  # pragma: no cover - console entry point (exercised by tests/cli/test_launch.py)
+    refuse_bad_settings(dict(os.environ))
     env = allocator_environment(dict(os.environ))
     if env is not None:
         os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)

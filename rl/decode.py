@@ -45,11 +45,10 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 from rl import decode_kernel
 from rl.decode_kernel import decode_attention
 from rl.decode_kernel import sample as sample_kernel
+from rl.kv_budget import CPU_KV_BUDGET_GIB, configured_kv_gib
 from rl.policy import PolicyError
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
-KV_BUDGET_ENV = "HS_KV_CACHE_GIB"
-CPU_KV_BUDGET_GIB = 1.0
 NUCLEUS_PREFILTERS = (64, 1024, 1 << 30)  # top-k sizes tried in turn for the nucleus; the last is all
 
 
@@ -161,14 +160,10 @@ def grouped_attention(
 def kv_budget_bytes(device: torch.device) -> int | None:
     """The bound on a decode loop's key/value buffer: HS_KV_CACHE_GIB when set (0: none), else
     CPU_KV_BUDGET_GIB on CPU and none on a GPU (where `max_rows` alone bounds it)."""
-    raw = os.environ.get(KV_BUDGET_ENV, "").strip()
-    if raw:
-        try:
-            gib = float(raw)
-        except ValueError:
-            raise PolicyError(f"{KV_BUDGET_ENV}={raw!r} is not a number of GiB: set it to e.g. 1.5, or 0 for no bound")
-        return int(gib * 2**30) if gib > 0 else None
-    return int(CPU_KV_BUDGET_GIB * 2**30) if torch.device(device).type == "cpu" else None
+    gib = configured_kv_gib(os.environ)
+    if gib is None:
+        gib = CPU_KV_BUDGET_GIB if torch.device(device).type == "cpu" else 0.0
+    return int(gib * 2**30) if gib > 0 else None
 
 
 class DecodeEngine:

@@ -48,6 +48,7 @@ class TrainerSettings:
     lora: bool = False
     lora_rank: int = 16
     dtype: str = "float32"  # compute of forward and backward (autocast); weights stay float32
+    optimizer_aside: bool = False  # CPU: AdamW's moments mapped from the saved state between steps (save_state)
 
 
 def wrap_lora(model, rank: int):
@@ -200,19 +201,38 @@ class TorchTrainer:
 
     # -- resume ----------------------------------------------------------------------------
     def save_state(self, path: Path) -> None:
-        """Weights (all trainable state, LoRA included) + optimizer, written atomically."""
+        """Weights (all trainable state, LoRA included) + optimizer, written atomically. With
+        `optimizer_aside`, AdamW's moments then live in the file just written (_map_optimizer)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         torch.save(
             {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "updates": self.updates}, tmp
         )
         tmp.replace(path)
+        if self.settings.optimizer_aside:
+            self._map_optimizer(path)
 
     def load_state(self, path: Path) -> None:
-        state = torch.load(path, map_location=self.device, weights_only=True)
+        aside = self.settings.optimizer_aside
+        state = torch.load(path, map_location=self.device, weights_only=True, mmap=aside)
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
+        if aside:
+            del state  # the weights' pages, read through this mapping, leave with it
+            self._map_optimizer(path)
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
+
+    def _map_optimizer(self, path: Path) -> None:
+        """Replace AdamW's moments (twice the trainable weights in fp32: 1 GiB for SmolLM2-135M) by a
+        private (copy-on-write) mapping of the state file that holds the same values. Nothing of it
+        is resident until the next optimizer step reads it: rollouts and the next update's forward
+        and backward run without the moments, which are idle there. The step writes every page,
+        which makes them ordinary memory again, until the next save maps them once more. The
+        mapping keeps the file's data alive when the file is replaced or removed (write_progress
+        removes older states). CPU only: mapped tensors live in host memory."""
+        mapped = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        self.optimizer.load_state_dict(mapped["optimizer"])
 
     def export_model(self):
         """A plain (merged) Hugging Face model to save as a registry checkpoint."""

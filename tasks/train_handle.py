@@ -96,6 +96,7 @@ def _load_handle(cfg: TrainConfig, run_id: str) -> TrainHandle:
         lora=t.lora,
         lora_rank=t.lora_rank,
         dtype=resolve_dtype(t.dtype, t.device),
+        optimizer_aside=t.backend == "torch" and t.device == "cpu",  # its saved state is on disk after every update
     )
     if t.backend == "deepspeed" and launched_world()[1] > 1:
         from rl.data_parallel import DataParallelTrainer

@@ -56,3 +56,19 @@ def test_an_existing_preload_is_kept_behind_jemalloc():
     env = allocator_environment({"LD_PRELOAD": "/opt/other.so"})
     assert env["LD_PRELOAD"] == f"{jemalloc_path()}:/opt/other.so" and "dirty_decay_ms" in env["MALLOC_CONF"]
     assert allocator_environment({"LD_PRELOAD": jemalloc_path()}) is None
+
+
+def test_a_malformed_kv_budget_stops_the_entry_with_one_line_before_any_work():
+    def hs_help(value: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "HS_KV_CACHE_GIB": value}
+        return subprocess.run(
+            [sys.executable, "-m", "cli.launch", "--help"], env=env, capture_output=True, text=True, timeout=120
+        )
+
+    out = hs_help("lots")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == (
+        "error: HS_KV_CACHE_GIB='lots' is not a number of GiB: set it to e.g. 1.5, or 0 for no bound"
+    )
+    good = hs_help("0.5")
+    assert good.returncode == 0 and "harness-s" in good.stdout

@@ -283,9 +283,10 @@ def test_the_byte_budget_comes_from_hs_kv_cache_gib_with_a_one_line_error(monkey
     assert kv_budget_bytes(torch.device("cpu")) == 2**29
     monkeypatch.setenv("HS_KV_CACHE_GIB", "0")
     assert kv_budget_bytes(torch.device("cpu")) is None
-    monkeypatch.setenv("HS_KV_CACHE_GIB", "lots")
-    with pytest.raises(PolicyError, match="HS_KV_CACHE_GIB='lots' is not a number of GiB"):
-        kv_budget_bytes(torch.device("cpu"))
+    for bad in ("lots", "-1", "inf", "nan"):
+        monkeypatch.setenv("HS_KV_CACHE_GIB", bad)
+        with pytest.raises(PolicyError, match=f"HS_KV_CACHE_GIB='{bad}' is not a number of GiB"):
+            kv_budget_bytes(torch.device("cpu"))
 
 
 def test_under_a_byte_budget_a_turn_that_would_widen_the_buffer_waits_and_draws_the_same():

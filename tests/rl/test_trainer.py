@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -231,6 +232,58 @@ def test_state_round_trip_resumes_the_same_weights_and_optimizer(tmp_path):
     trainer.update(batch())
     resumed.update(batch())
     assert all(torch.allclose(a, b) for a, b in zip(model.parameters(), resumed.model.parameters()))
+
+
+def mapping_of(tensor: torch.Tensor) -> tuple[str | None, int]:
+    """The file mapped where `tensor`'s memory is (None or "[heap]": memory) and how many kB of that
+    mapping are the process's own private pages (/proc/self/smaps)."""
+    address, found = tensor.data_ptr(), None
+    for line in open("/proc/self/smaps"):
+        head = line.split(maxsplit=5)
+        if "-" in head[0] and not head[0].endswith(":"):
+            if found is not None:
+                break
+            low, high = (int(x, 16) for x in head[0].split("-"))
+            if low <= address < high:
+                found = [head[5].strip() if len(head) == 6 else None, 0]
+        elif found is not None and head[0] == "Anonymous:":
+            found[1] = int(head[1])
+    assert found is not None, "no mapping holds the tensor"
+    return found[0], found[1]
+
+
+def moments(trainer: TorchTrainer) -> list[torch.Tensor]:
+    return [s[k] for s in trainer.optimizer.state.values() for k in ("exp_avg", "exp_avg_sq")]
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads the process's mappings (Linux)")
+def test_the_moments_set_aside_live_in_the_state_file_and_train_the_same(tmp_path):
+    """With optimizer_aside, AdamW's moments are a mapping of the state file after each save (no
+    anonymous memory while rollouts run), the step makes them ordinary memory again, and three
+    updates, each saved and the older file removed as write_progress does, give the same weights
+    as with the moments kept in memory; a resume maps them the same way."""
+    kept = TorchTrainer(tiny_model(), TrainerSettings(lr=1e-2), pad_id=0)
+    aside = TorchTrainer(tiny_model(), TrainerSettings(lr=1e-2, optimizer_aside=True), pad_id=0)
+    for n in range(1, 4):
+        for trainer, folder in ((kept, tmp_path / "kept"), (aside, tmp_path / "aside")):
+            trainer.update(batch())
+            if n > 1 and trainer is aside:  # the step wrote the mapped moments: private copies now
+                assert all(mapping_of(m)[1] > 0 for m in moments(trainer))
+            trainer.save_state(folder / f"trainer-u{n}.pt")
+            (folder / f"trainer-u{n - 1}.pt").unlink(missing_ok=True)
+        state_file = str(tmp_path / "aside" / f"trainer-u{n}.pt")
+        assert {mapping_of(m) for m in moments(aside)} == {(state_file, 0)}  # no memory of their own
+        assert not any(str(mapping_of(m)[0]).endswith(".pt") for m in moments(kept))  # heap or anonymous
+    assert all(torch.equal(a, b) for a, b in zip(kept.model.parameters(), aside.model.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(moments(kept), moments(aside)))
+
+    resumed = TorchTrainer(tiny_model(seed=1), TrainerSettings(lr=1e-2, optimizer_aside=True), pad_id=0)
+    resumed.load_state(tmp_path / "aside" / "trainer-u3.pt")
+    assert {mapping_of(m) for m in moments(resumed)} == {(str(tmp_path / "aside" / "trainer-u3.pt"), 0)}
+    (tmp_path / "aside" / "trainer-u3.pt").unlink()  # the mapping keeps the data of a removed file
+    kept.update(batch())
+    resumed.update(batch())
+    assert all(torch.equal(a, b) for a, b in zip(kept.model.parameters(), resumed.model.parameters()))
 
 
 def test_lora_trains_adapters_only_and_exports_merged_weights():
