@@ -391,9 +391,8 @@ class _Batch:
 
     def __init__(self, engine: DecodeEngine, max_new_tokens: int):
         self.engine, self.max_new = engine, max_new_tokens
-        self.streams: dict[
-            int, tuple[int, int] | None
-        ] = {}  # the caller's index (or ticket) -> its stream, set on admission
+        # the caller's index (or ticket) -> its stream, set on admission
+        self.streams: dict[int, tuple[int, int] | None] = {}
         param = next(engine.model.parameters())
         self.device, self.dtype = param.device, param.dtype
         self.kv: list[torch.Tensor] = []
