@@ -30,7 +30,7 @@ import torch
 
 from rl.grpo import MISMATCH_CAP, clipped_surrogate_loss, mismatch_weight
 from rl.logprobs import token_logprobs
-from rl.memory import checkpoint_activations
+from rl.memory import checkpoint_activations, populate_for_writing
 from rl.precision import autocast
 from rl.train_batch import TrainSequence, collate, micro_batches
 
@@ -77,6 +77,7 @@ class TorchTrainer:
         # fused: one kernel per step, without the foreach path's full-size temporaries
         self.optimizer = torch.optim.AdamW(self.params, lr=settings.lr, weight_decay=settings.weight_decay, fused=True)
         self.updates = 0
+        self._moments_mapped = False  # _map_optimizer's mapping in place, not yet written by a step
 
     @property
     def device(self):
@@ -196,6 +197,9 @@ class TorchTrainer:
 
     def _step(self) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.settings.grad_clip)
+        if self._moments_mapped:  # the step writes every page: copy them in one pass, not fault by fault
+            populate_for_writing(v for s in self.optimizer.state.values() for v in s.values() if v.dim())
+            self._moments_mapped = False
         self.optimizer.step()
         return float(norm)
 
@@ -227,12 +231,14 @@ class TorchTrainer:
         """Replace AdamW's moments (twice the trainable weights in fp32: 1 GiB for SmolLM2-135M) by a
         private (copy-on-write) mapping of the state file that holds the same values. Nothing of it
         is resident until the next optimizer step reads it: rollouts and the next update's forward
-        and backward run without the moments, which are idle there. The step writes every page,
-        which makes them ordinary memory again, until the next save maps them once more. The
-        mapping keeps the file's data alive when the file is replaced or removed (write_progress
-        removes older states). CPU only: mapped tensors live in host memory."""
+        and backward run without the moments, which are idle there. The step writes every page
+        (copied in one pass just before it, rl/memory.py populate_for_writing), which makes them
+        ordinary memory again, until the next save maps them once more. The mapping keeps the
+        file's data alive when the file is replaced or removed (write_progress removes older
+        states). CPU only: mapped tensors live in host memory."""
         mapped = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         self.optimizer.load_state_dict(mapped["optimizer"])
+        self._moments_mapped = True
 
     def export_model(self):
         """A plain (merged) Hugging Face model to save as a registry checkpoint."""

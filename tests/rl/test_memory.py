@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,26 @@ def test_the_key_value_buffer_grows_one_layer_at_a_time():
     the growth and one layer (about 230 MiB), not by a second whole buffer (600 MiB)."""
     out = subprocess.run([sys.executable, "-c", GROWTH], capture_output=True, text=True, check=True)
     assert int(out.stdout) < 400, out.stdout  # MiB above the peak before growing
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads the process's mappings (Linux)")
+def test_populating_a_mapped_tensor_makes_its_pages_private_and_changes_no_value_nor_the_file(tmp_path):
+    """populate_for_writing on a tensor mapped from a saved file (the trainer's moments set aside)
+    gives the process its own copy of every whole page inside it; the values stay, and a write
+    afterwards leaves the file as saved (the mapping is private)."""
+    import torch
+
+    from rl.memory import populate_for_writing
+    from tests.rl.test_trainer import mapping_of
+
+    path = tmp_path / "state.pt"
+    values = torch.arange(1 << 20, dtype=torch.float32)  # 4 MiB
+    torch.save({"moment": values}, path)
+    mapped = torch.load(path, weights_only=True, mmap=True)["moment"]
+    assert mapping_of(mapped) == (str(path), 0)
+    if not populate_for_writing([mapped]):
+        pytest.skip("the kernel lacks MADV_POPULATE_WRITE (Linux 5.14 and later)")
+    assert mapping_of(mapped)[1] >= 4096 - 8  # kB: all but the two edge pages
+    assert torch.equal(mapped, values)
+    mapped.add_(1)
+    assert torch.equal(torch.load(path, weights_only=True)["moment"], values)
