@@ -23,6 +23,7 @@ from flows import artifacts
 from flows.hooks import mark_failed_on_failure
 from flows.opening import open_run
 from tasks.evaluation import (
+    groups_in_flight,
     record_group,
     register_run,
     result_storage,
@@ -57,7 +58,7 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
     # Task-major order: an interrupted run has complete seeds for the tasks it reached.
     jobs = [(task_id, seed) for task_id in run["bench_task_ids"] for seed in range(cfg.seeds)]
     logger.info("run %s: %d rollout groups (k=%d) on %s", run["run_id"], len(jobs), cfg.k, cfg.runner.kind)
-    fan_out = rollout_groups.with_options(task_runner=task_runner(cfg.runner, cfg.group_concurrency))
+    fan_out = rollout_groups.with_options(task_runner=task_runner(cfg.runner, groups_in_flight(cfg)))
     fanned = fan_out(cfg, run, jobs, database_url)
     failures = fanned["failures"]
     if failures:
@@ -73,7 +74,7 @@ def evaluate(config: EvalConfig, database_url: str | None = None) -> dict:
 
 @flow(name="rollout-groups", flow_run_name="groups-{config.name}")
 def rollout_groups(config: EvalConfig, run: dict, jobs: list[tuple[str, int]], database_url: str | None = None) -> dict:
-    """Every (benchmark task, seed) group, at most group_concurrency in flight, on this subflow's
+    """Every (benchmark task, seed) group, at most groups_in_flight(cfg) at once, on this subflow's
     task runner (threads, or Ray tasks). Every finished group, cached or not, is made sure to be
     in the current database. Returns the failures' messages (the other groups persisted), the
     host:pid of every process that ran a group and how many groups were written from the cache."""
@@ -88,9 +89,9 @@ def rollout_groups(config: EvalConfig, run: dict, jobs: list[tuple[str, int]], d
         if job is not None:
             in_flight.add(group_task.submit(cfg, run["run_id"], run["choices"][job[0]], job[0], job[1], database_url))
 
-    with _progress() as bar:  # at most group_concurrency groups in flight, whatever the task runner
+    with _progress() as bar:  # at most groups_in_flight groups in flight, whatever the task runner
         bar_id = bar.add_task("rollout groups", total=len(jobs), solved=0, rollouts=0)
-        for _ in range(cfg.group_concurrency):
+        for _ in range(groups_in_flight(cfg)):
             submit_next()
         while in_flight:
             future = next(as_completed(list(in_flight)))

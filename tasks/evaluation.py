@@ -199,6 +199,20 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+EPISODES_IN_FLIGHT = 64  # rows of one decode engine (rl/decode.py DecodeEngine.max_rows; torch-free here)
+
+
+def groups_in_flight(cfg: EvalConfig) -> int:
+    """Rollout groups run at once: `group_concurrency`, but in one process (the threads runner) no
+    more than their K episodes each can fill the decode engine's rows. More episodes than rows
+    only wait, each holding its keys and values outside the bounded buffer between turns (32
+    training tasks at K = 8 and 16 groups: 1.2 GB of them). The groups' samples do not depend on
+    it. On Ray each group has a process and an engine of its own."""
+    if cfg.runner.kind == "ray":
+        return cfg.group_concurrency
+    return max(1, min(cfg.group_concurrency, EPISODES_IN_FLIGHT // cfg.k))
+
+
 def task_runner(runner: RunnerConfig, max_workers: int):
     """The Prefect task runner for rollout groups: threads here, or Ray tasks (prefect-ray)."""
     if runner.kind == "ray":
