@@ -210,7 +210,11 @@ class EvalConfig(TrackedRunConfig):
     )
     checkpoint: str = Field(default="base", description="Label of the policy weights, recorded with every trajectory.")
     group_concurrency: int = Field(
-        default=1, ge=1, le=64, description="Rollout groups run at once by the Prefect task runner."
+        default=1,
+        ge=1,
+        le=64,
+        description="Rollout groups run at once by the Prefect task runner; "
+        "in one process at most 64 // k (tasks/evaluation.py groups_in_flight).",
     )
     runner: RunnerConfig = Field(default_factory=RunnerConfig, description="Where rollout groups run (threads or Ray).")
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Which policy to evaluate.")
