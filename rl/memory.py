@@ -109,7 +109,7 @@ def populate_for_writing(tensors) -> bool:
     per tensor, before the writes: for a private file mapping (the trainer's moments set aside,
     rl/trainer.py) the kernel then copies the pages in one pass instead of taking a read and a
     copy-on-write fault per 4 KiB page (an AdamW step over 1 GiB of mapped moments: 1.65 s ->
-    0.55 s measured). Only whole pages inside each tensor, so nothing beside it is touched; the
+    0.50 s measured). Only whole pages inside each tensor, so nothing beside it is touched; the
     edge pages fault as before. False where the kernel lacks the advice (the writes then fault
     the pages in themselves)."""
     libc = _libc()
