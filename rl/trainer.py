@@ -77,7 +77,6 @@ class TorchTrainer:
         # fused: one kernel per step, without the foreach path's full-size temporaries
         self.optimizer = torch.optim.AdamW(self.params, lr=settings.lr, weight_decay=settings.weight_decay, fused=True)
         self.updates = 0
-        self._moments_mapped = False  # _map_optimizer's mapping in place, not yet written by a step
 
     @property
     def device(self):
@@ -197,9 +196,8 @@ class TorchTrainer:
 
     def _step(self) -> float:
         norm = torch.nn.utils.clip_grad_norm_(self.params, self.settings.grad_clip)
-        if self._moments_mapped:  # the step writes every page: copy them in one pass, not fault by fault
+        if self.settings.optimizer_aside:  # mapped moments: the step writes every page, copy them in one pass
             populate_for_writing(v for s in self.optimizer.state.values() for v in s.values() if v.dim())
-            self._moments_mapped = False
         self.optimizer.step()
         return float(norm)
 
@@ -238,7 +236,6 @@ class TorchTrainer:
         states). CPU only: mapped tensors live in host memory."""
         mapped = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         self.optimizer.load_state_dict(mapped["optimizer"])
-        self._moments_mapped = True
 
     def export_model(self):
         """A plain (merged) Hugging Face model to save as a registry checkpoint."""

@@ -205,7 +205,7 @@ EPISODES_IN_FLIGHT = 64  # rows of one decode engine (rl/decode.py DecodeEngine.
 def groups_in_flight(cfg: EvalConfig) -> int:
     """Rollout groups run at once: `group_concurrency`, but in one process (the threads runner) no
     more than their K episodes each can fill the decode engine's rows. More episodes than rows
-    only wait, each holding its keys and values outside the bounded buffer between turns (32
+    only wait, each holding its keys and values outside the bounded buffer between turns (30
     training tasks at K = 8 and 16 groups: 1.2 GB of them). The groups' samples do not depend on
     it. On Ray each group has a process and an engine of its own."""
     if cfg.runner.kind == "ray":
