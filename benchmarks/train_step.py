@@ -47,6 +47,9 @@ SETTINGS = {
     "bf16, micro 8": {"micro_batch": 8, "dtype": "bfloat16"},
     "bf16, micro 8 + grad ckpt": {"micro_batch": 8, "dtype": "bfloat16", "gradient_checkpointing": True},
     # micro-batches by padded tokens (trainer.micro_tokens): short sequences packed, a forward's activations bounded
+    "fp32, 512 tokens": {"micro_tokens": 512, "dtype": "float32"},
+    "fp32, 1024 tokens": {"micro_tokens": 1024, "dtype": "float32"},
+    "bf16, 512 tokens": {"micro_tokens": 512, "dtype": "bfloat16"},
     "bf16, 1024 tokens": {"micro_tokens": 1024, "dtype": "bfloat16"},
     "bf16, 2048 tokens + grad ckpt": {"micro_tokens": 2048, "dtype": "bfloat16", "gradient_checkpointing": True},
     "bf16, 4096 tokens + grad ckpt": {"micro_tokens": 4096, "dtype": "bfloat16", "gradient_checkpointing": True},

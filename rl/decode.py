@@ -389,6 +389,9 @@ class _Batch:
     kernel only those rows; elsewhere the whole buffer, the others riding along), then prefills the
     PREFILL rows."""
 
+    # the per-row lists, in step with the buffer's rows
+    ROW_FIELDS = ("who", "seq", "filled", "state", "reply_tokens", "reply_logps", "turn", "draws", "started")
+
     def __init__(self, engine: DecodeEngine, max_new_tokens: int):
         self.engine, self.max_new = engine, max_new_tokens
         # the caller's index (or ticket) -> its stream, set on admission
@@ -453,6 +456,9 @@ class _Batch:
         first-turn sequences among them are prefilled once, as in admit_all."""
         for ticket, _, _, stream in items:
             self.streams[ticket] = stream
+        need = max(len(s) for _, s, _, _ in items) + self.max_new
+        if self.kv and not self.live() and need > self.kv[0].shape[3] and not self._fits(len(self.state), need):
+            self._forget_rows()  # `room` let the first in because nothing is live: it gets a buffer of its own
         if not self.kv:
             self.admit_all([s for _, s, _, _ in items], [c for _, _, c, _ in items], [t for t, _, _, _ in items])
             return
@@ -461,7 +467,7 @@ class _Batch:
             width = max(self.kv[0].shape[3], max(len(s) for _, s, _, _ in items) + self.max_new)
             spare = min(len(self.state) // 2, min(self.engine.max_rows, self._budget_rows(width)) - len(self.state))
             rows += self._add_rows(max(len(items) - len(rows), spare))[: len(items) - len(rows)]
-        self._ensure_width(max(len(s) for _, s, _, _ in items) + self.max_new)
+        self._ensure_width(need)
         first: dict[tuple, int] = {}
         for row, (ticket, sequence, cache, _) in zip(rows, items):
             cached = min(cache.length, len(sequence) - 1) if cache is not None else 0
@@ -471,6 +477,14 @@ class _Batch:
             elif cached:
                 self._write_cache(row, cache, cached)
             self._start(row, ticket, sequence, cached)
+
+    def _forget_rows(self) -> None:
+        """Drop the buffer and every (finished) row, so that the next admitted sequences size a new
+        buffer by themselves rather than widening rows no one uses past the byte budget."""
+        self.kv = []
+        for name in self.ROW_FIELDS:
+            setattr(self, name, [])
+        self.copy_of = {}
 
     def _add_rows(self, n: int) -> list[int]:
         """n finished rows at the end of the buffer (grown one layer at a time); their indices."""
@@ -585,7 +599,7 @@ class _Batch:
         index = torch.tensor(keep, device=self.device)
         for i, layer in enumerate(self.kv):
             self.kv[i] = layer[:, index]  # the old layer is freed before the next is copied
-        for name in ("who", "seq", "filled", "state", "reply_tokens", "reply_logps", "turn", "draws", "started"):
+        for name in self.ROW_FIELDS:
             values = getattr(self, name)
             setattr(self, name, [values[row] for row in keep])
 

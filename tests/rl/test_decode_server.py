@@ -237,3 +237,35 @@ def test_the_server_takes_sequences_only_while_they_fit_the_byte_budget(model):
     got = _in_threads([lambda p=p, s=s: server.decode([p], [None], 8, 1.0, 1.0, [s])[0].tokens for p, s in calls])
     assert got == [_alone(model, p, None, s).tokens for p, s in calls]
     assert max(rows * width for rows, width in seen) * slot <= engine.kv_budget
+
+
+def test_a_long_sequence_after_a_batch_finishes_gets_a_buffer_within_the_budget(model):
+    """Three short sequences fill the 3 rows of a budget of 3 x 24 slots; a 33-token sequence
+    (41 slots: alone it fits, beside the finished rows it does not) waits and, once no row is
+    live, takes a buffer of its own instead of widening the finished rows with it. It draws what
+    it draws alone."""
+    engine = DecodeEngine(model, eos_ids=[999], pad_id=0)  # no early end: every reply takes 8 tokens
+    slot = engine.slot_bytes
+    engine.kv_budget = 3 * 24 * slot
+    forward, seen = engine._forward, []
+
+    def recording(ids, slots, kv, rows, width):
+        seen.append((kv[0].shape[1], kv[0].shape[3]))
+        return forward(ids, slots, kv, rows, width)
+
+    engine._forward = recording
+    long = list(range(1, 34))
+    queue = [(0, PROMPTS[0], None, (30, 0)), (1, PROMPTS[1], None, (30, 1)), (2, PROMPTS[3], None, (30, 2))]
+    queue.append((3, long, None, (30, 3)))
+    got: dict[int, list[int]] = {}
+
+    def take(room):
+        n = room([len(sequence) for _, sequence, _, _ in queue])
+        taken = queue[:n]
+        del queue[:n]
+        return taken
+
+    engine.serve(8, 1.0, 1.0, take=take, deliver=lambda ticket, decoded: got.__setitem__(ticket, decoded.tokens))
+    assert sorted(got) == [0, 1, 2, 3]
+    assert got[3] == _alone(model, long, None, (30, 3), eos=999).tokens
+    assert max(rows * width for rows, width in seen) * slot <= engine.kv_budget
