@@ -219,12 +219,8 @@ def test_the_buffer_gives_back_the_width_of_a_long_sequence_once_it_is_done(mode
     assert turns[1] == alone
 
 
-def test_the_server_takes_sequences_only_while_they_fit_the_byte_budget(model):
-    """Six callers through a server whose budget holds 3 rows of 24 slots: queued sequences take
-    rows only while rows x width stays within it, and each draws what it draws alone."""
-    engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
-    slot = engine.slot_bytes
-    engine.kv_budget = 3 * 24 * slot
+def _buffer_shapes(engine):
+    """Records the key/value buffer's (rows, width) at every forward of `engine`; the list."""
     forward, seen = engine._forward, []
 
     def recording(ids, slots, kv, rows, width):
@@ -232,6 +228,16 @@ def test_the_server_takes_sequences_only_while_they_fit_the_byte_budget(model):
         return forward(ids, slots, kv, rows, width)
 
     engine._forward = recording
+    return seen
+
+
+def test_the_server_takes_sequences_only_while_they_fit_the_byte_budget(model):
+    """Six callers through a server whose budget holds 3 rows of 24 slots: queued sequences take
+    rows only while rows x width stays within it, and each draws what it draws alone."""
+    engine = DecodeEngine(model, eos_ids=[0], pad_id=0)
+    slot = engine.slot_bytes
+    engine.kv_budget = 3 * 24 * slot
+    seen = _buffer_shapes(engine)
     server = DecodeServer(engine)
     calls = [(PROMPTS[i], (20 + i, 0)) for i in range(len(PROMPTS))]
     got = _in_threads([lambda p=p, s=s: server.decode([p], [None], 8, 1.0, 1.0, [s])[0].tokens for p, s in calls])
@@ -247,13 +253,7 @@ def test_a_long_sequence_after_a_batch_finishes_gets_a_buffer_within_the_budget(
     engine = DecodeEngine(model, eos_ids=[999], pad_id=0)  # no early end: every reply takes 8 tokens
     slot = engine.slot_bytes
     engine.kv_budget = 3 * 24 * slot
-    forward, seen = engine._forward, []
-
-    def recording(ids, slots, kv, rows, width):
-        seen.append((kv[0].shape[1], kv[0].shape[3]))
-        return forward(ids, slots, kv, rows, width)
-
-    engine._forward = recording
+    seen = _buffer_shapes(engine)
     long = list(range(1, 34))
     queue = [(0, PROMPTS[0], None, (30, 0)), (1, PROMPTS[1], None, (30, 1)), (2, PROMPTS[3], None, (30, 2))]
     queue.append((3, long, None, (30, 3)))
