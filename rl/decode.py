@@ -464,7 +464,7 @@ class _Batch:
             return
         rows = [row for row, state in enumerate(self.state) if state == DONE][: len(items)]
         if len(rows) < len(items):  # grown by half at least (up to max_rows): fewer copies of the buffer
-            width = max(self.kv[0].shape[3], max(len(s) for _, s, _, _ in items) + self.max_new)
+            width = max(self.kv[0].shape[3], need)
             spare = min(len(self.state) // 2, min(self.engine.max_rows, self._budget_rows(width)) - len(self.state))
             rows += self._add_rows(max(len(items) - len(rows), spare))[: len(items) - len(rows)]
         self._ensure_width(need)
