@@ -10,6 +10,8 @@ Rows, all in this process on the same prompts:
 - the same engine with one batched call per turn (every episode waits for the turn's slowest reply);
 - the same engine with torch's SDPA and sampler for the decode step instead of the compiled kernels
   (rl/decode_kernel.py: attention and sampler);
+- the same engine with its fp32 projections as `nn.Linear` computes them, not with the rows as
+  the narrow side (rl/decode.py `project`; only where the engine samples in fp32 on CPU);
 - previous engine (model.generate per turn, fp32, the whole conversation prefilled each turn);
 - plain fp32 `model.generate` on the same N x K first-turn prompts, one call (first turn only).
 Tokens/s (sampled tokens over wall time) is the fair comparison. The rows run interleaved
@@ -17,7 +19,8 @@ Tokens/s (sampled tokens over wall time) is the fair comparison. The rows run in
 machine's CPU, bandwidth and matmul peaks measured in the same run (benchmarks/machine.py). The
 physical limit is the decode rate at which reading the weights once per step saturates the
 measured memory read bandwidth, times the batch; the engine's share of it is printed too. One
-decode step is then timed (with the compiled kernels, then with SDPA and the torch sampler) at batch N x K
+decode step is then timed (with the compiled kernels, then with SDPA and the torch sampler, then with
+the kernels and `nn.Linear` projections where that row runs) at batch N x K
 and contexts 512 and 1,536 against reading the weights and that context's keys/values once.
 
 Run: HS_DATA_DIR=../shared/data .venv/bin/python benchmarks/rollout_throughput.py [--tasks 4 --k 8]
@@ -32,6 +35,7 @@ import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from unittest import mock
 
 from cli.environment import apply_defaults  # noqa: E402
 
@@ -195,6 +199,15 @@ def main() -> None:
                 return engine_run(engine, specs, sampling, args.max_rounds)
 
         rows["same, SDPA + torch sampler"] = sdpa_attention
+    linear = mock.patch.dict(os.environ, {"HS_DECODE_NARROW": "0"})
+    narrow = args.device == "cpu" and next(engine.model.parameters()).dtype == torch.float32
+    if narrow:
+
+        def linear_projections() -> dict:
+            with linear:
+                return engine_run(engine, specs, sampling, args.max_rounds)
+
+        rows["same, nn.Linear projections"] = linear_projections
     if not args.skip_previous:
         rows["previous engine (hf, float32)"] = lambda: engine_run(fp32, specs, sampling, args.max_rounds)
     rows["plain fp32 generate, first turn"] = lambda: plain_generate(fp32, prompts, sampling)
@@ -225,6 +238,8 @@ def main() -> None:
     )
     print(f"engine time in the environment (all rollouts, summed, median): {median(first, 'env_s'):.3f} s")
     attentions = {"compiled kernels": nullcontext, "SDPA + torch sampler": decode_kernel.turned_off}
+    if narrow:
+        attentions["compiled kernels, nn.Linear projections"] = lambda: linear
     for (attention, off), context in itertools.product(attentions.items(), (512, 1536)):
         with off():
             p = decode_step_profile(engine, len(specs), context)

@@ -128,6 +128,30 @@ def test_grouped_attention_equals_attention_with_the_key_value_heads_repeated(n)
     assert torch.allclose(grouped_attention(q, k, v, mask, 0.3), expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_decode_steps_projection_computes_what_the_linear_layer_computes(bias, monkeypatch):
+    """rl/decode.py `project`: a few fp32 rows as (W @ x^T)^T, the linear layer's result up to
+    rounding; many rows, another module (a LoRA layer's own forward) or HS_DECODE_NARROW=0 run
+    the module itself."""
+    from rl.decode import NARROW_ROWS, project
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(48, 300, bias=bias)
+    few, many = torch.randn(5, 1, 48), torch.randn(NARROW_ROWS + 1, 48)
+    assert torch.allclose(project(linear, few), linear(few), atol=1e-5)
+    assert project(linear, few).shape == (5, 1, 300) and project(linear, few).is_contiguous()
+    assert torch.equal(project(linear, many), linear(many))
+
+    class Adapted(torch.nn.Linear):  # a subclass whose forward adds to the weight's product
+        def forward(self, x):
+            return super().forward(x) + 1.0
+
+    adapted = Adapted(48, 300)
+    assert torch.equal(project(adapted, few), adapted(few))
+    monkeypatch.setenv("HS_DECODE_NARROW", "0")
+    assert torch.equal(project(linear, few), linear(few))
+
+
 def _observe(policy, session, turn: int, index: int) -> None:
     """What the environment appends after a reply; session 2 has its context replaced once, as
     a history window does."""
