@@ -74,7 +74,9 @@ def project(linear: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     ):
         return linear(x)
     flat = x.reshape(rows, x.shape[-1]).t()
-    out = torch.mm(linear.weight, flat) if linear.bias is None else torch.addmm(linear.bias[:, None], linear.weight, flat)
+    out = (
+        torch.mm(linear.weight, flat) if linear.bias is None else torch.addmm(linear.bias[:, None], linear.weight, flat)
+    )
     return out.t().contiguous().view(*x.shape[:-1], -1)
 
 
