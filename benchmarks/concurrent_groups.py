@@ -11,7 +11,9 @@ Rows, in this process on the same groups and seeds:
 - decode server (rl/decode_server.py): one continuously batched loop; a group's sequences take rows
   as soon as rows are free and the group gets its replies as soon as they are complete;
 - merged per turn (rl/batching.py, the pipeline before): concurrent calls wait for the running one,
-  then run as one call, and every group in it waits for the call's slowest reply.
+  then run as one call, and every group in it waits for the call's slowest reply;
+- where the engine samples in fp32 on CPU, the decode server with its projections in `nn.Linear`'s
+  own layout, not with the rows as the narrow side (rl/decode.py `project`).
 Both draw every sequence from the same stream, so they sample the same episodes up to rounding.
 Beside tokens/s, each row's decode steps and rows decoding per step are counted: where a step
 costs about the same at any batch (a GPU, bf16 matrix units), fewer steps for the same tokens is
@@ -46,7 +48,7 @@ from rl.rollout import RolloutSpec, run_rollouts  # noqa: E402
 from rl.transformers_policy import TransformersPolicy  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import describe, interleaved, measure, median, spread  # noqa: E402
+from machine import describe, interleaved, measure, median, narrow_projections_apply, nn_linear_projections, spread  # noqa: E402
 from rollout_throughput import default_model  # noqa: E402
 
 
@@ -149,6 +151,13 @@ def main() -> None:
         ),
         "merged per turn (before)": merged_per_turn,
     }
+    if narrow_projections_apply(inner.model, args.device):
+
+        def linear_layout() -> dict:
+            with nn_linear_projections():
+                return phase(policy, groups, sampling, args.max_rounds, counter)
+
+        rows["decode server, nn.Linear projections"] = linear_layout
     machine = measure(args.device)
     results = interleaved(rows, args.rounds)
     rates = {name: [{"rate": r["tokens"] / r["seconds"], **r} for r in runs] for name, runs in results.items()}
@@ -174,7 +183,7 @@ def main() -> None:
             f"{name:34} {median(runs, 'steps'):7.0f} {median(runs, 'rows_per_step'):22.1f} "
             f"{median(runs, 'buffer_rows'):18.1f} {median(runs, 'prefilling_steps'):16.0f}"
         )
-    served, merged = (median(runs, "rate") for runs in rates.values())
+    served, merged = (median(runs, "rate") for runs in list(rates.values())[:2])
     print(f"decode server / merged per turn: {served / merged:.2f}x tokens/s")
 
 

@@ -14,6 +14,8 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
+from unittest import mock
 
 from cli.environment import apply_defaults
 from rl.memory import allocator_in_use  # ctypes only: torch is not loaded before apply_defaults
@@ -135,3 +137,18 @@ def spread(results: list[dict], key: str) -> str:
     """min-max of a row's rounds, to show how much the machine moved it."""
     values = [float(r[key]) for r in results]
     return f"{min(values):.3g}-{max(values):.3g}"
+
+
+def narrow_projections_apply(model, device: str) -> bool:
+    """Whether a decode step computes its projections with the rows as the narrow side (fp32 on
+    CPU, rl/decode.py `project`)."""
+    import torch
+
+    return device == "cpu" and next(model.parameters()).dtype == torch.float32
+
+
+@contextmanager
+def nn_linear_projections():
+    """Inside the block a decode step's projections run with `nn.Linear`'s own layout (HS_DECODE_NARROW=0)."""
+    with mock.patch.dict(os.environ, {"HS_DECODE_NARROW": "0"}):
+        yield

@@ -35,7 +35,6 @@ import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from unittest import mock
 
 from cli.environment import apply_defaults  # noqa: E402
 
@@ -52,7 +51,15 @@ from rl.rollout import RolloutSpec, run_rollouts  # noqa: E402
 from rl.transformers_policy import TransformersPolicy  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import describe, interleaved, measure, median, spread  # noqa: E402
+from machine import (  # noqa: E402
+    describe,
+    interleaved,
+    measure,
+    median,
+    narrow_projections_apply,
+    nn_linear_projections,
+    spread,
+)
 
 
 def default_model() -> str:
@@ -199,15 +206,14 @@ def main() -> None:
                 return engine_run(engine, specs, sampling, args.max_rounds)
 
         rows["same, SDPA + torch sampler"] = sdpa_attention
-    linear = mock.patch.dict(os.environ, {"HS_DECODE_NARROW": "0"})
-    narrow = args.device == "cpu" and next(engine.model.parameters()).dtype == torch.float32
+    narrow = narrow_projections_apply(engine.model, args.device)
     if narrow:
 
-        def linear_projections() -> dict:
-            with linear:
+        def linear_layout() -> dict:
+            with nn_linear_projections():
                 return engine_run(engine, specs, sampling, args.max_rounds)
 
-        rows["same, nn.Linear projections"] = linear_projections
+        rows["same, nn.Linear projections"] = linear_layout
     if not args.skip_previous:
         rows["previous engine (hf, float32)"] = lambda: engine_run(fp32, specs, sampling, args.max_rounds)
     rows["plain fp32 generate, first turn"] = lambda: plain_generate(fp32, prompts, sampling)
@@ -239,7 +245,7 @@ def main() -> None:
     print(f"engine time in the environment (all rollouts, summed, median): {median(first, 'env_s'):.3f} s")
     attentions = {"compiled kernels": nullcontext, "SDPA + torch sampler": decode_kernel.turned_off}
     if narrow:
-        attentions["compiled kernels, nn.Linear projections"] = lambda: linear
+        attentions["compiled kernels, nn.Linear projections"] = nn_linear_projections
     for (attention, off), context in itertools.product(attentions.items(), (512, 1536)):
         with off():
             p = decode_step_profile(engine, len(specs), context)
