@@ -151,7 +151,7 @@ def main() -> None:
         ),
         "merged per turn (before)": merged_per_turn,
     }
-    if narrow_projections_apply(inner.model, args.device):
+    if narrow_projections_apply(inner.model):
 
         def linear_layout() -> dict:
             with nn_linear_projections():

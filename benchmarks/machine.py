@@ -139,12 +139,12 @@ def spread(results: list[dict], key: str) -> str:
     return f"{min(values):.3g}-{max(values):.3g}"
 
 
-def narrow_projections_apply(model, device: str) -> bool:
-    """Whether a decode step computes its projections with the rows as the narrow side (fp32 on
-    CPU, rl/decode.py `project`)."""
-    import torch
+def narrow_projections_apply(model) -> bool:
+    """Whether a decode step computes this model's projections with the rows as the narrow side
+    (rl/decode.py `project`)."""
+    from rl.decode import narrow_applies
 
-    return device == "cpu" and next(model.parameters()).dtype == torch.float32
+    return narrow_applies(next(model.parameters()))
 
 
 @contextmanager

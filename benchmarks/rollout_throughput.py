@@ -206,7 +206,7 @@ def main() -> None:
                 return engine_run(engine, specs, sampling, args.max_rounds)
 
         rows["same, SDPA + torch sampler"] = sdpa_attention
-    narrow = narrow_projections_apply(engine.model, args.device)
+    narrow = narrow_projections_apply(engine.model)
     if narrow:
 
         def linear_layout() -> dict:

@@ -59,6 +59,11 @@ class UnsupportedModel(PolicyError):
 NARROW_ROWS = 64  # up to this many rows, an fp32 projection on CPU runs with the rows as the narrow side
 
 
+def narrow_applies(weight: torch.Tensor) -> bool:
+    """Whether `project` may take the narrow layout for this weight (fp32 on CPU)."""
+    return weight.device.type == "cpu" and weight.dtype == torch.float32
+
+
 def project(linear: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """`linear(x)`. For a few rows of fp32 on CPU (a decode step) it computes (W @ x^T)^T, the
     same result up to rounding, which MKL's sgemm runs up to 3x faster at 8 rows and 1.6x at 32
@@ -68,8 +73,7 @@ def project(linear: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     if (
         type(linear) is not torch.nn.Linear
         or rows > NARROW_ROWS
-        or x.device.type != "cpu"
-        or linear.weight.dtype != torch.float32
+        or not narrow_applies(linear.weight)
         or os.environ.get("HS_DECODE_NARROW", "1") == "0"
     ):
         return linear(x)
