@@ -140,8 +140,8 @@ def spread(results: list[dict], key: str) -> str:
 
 
 def narrow_projections_apply(model) -> bool:
-    """Whether a decode step computes this model's projections with the rows as the narrow side
-    (rl/decode.py `project`)."""
+    """Whether a decode step computes this model's projections with the compiled few-row kernel
+    (rl/decode.py `project`, rl/decode_linear.cpp)."""
     from rl.decode import narrow_applies
 
     return narrow_applies(next(model.parameters()))
@@ -149,6 +149,6 @@ def narrow_projections_apply(model) -> bool:
 
 @contextmanager
 def nn_linear_projections():
-    """Inside the block a decode step's projections run with `nn.Linear`'s own layout (HS_DECODE_NARROW=0)."""
+    """Inside the block a decode step's projections run as `nn.Linear` computes them (HS_DECODE_NARROW=0)."""
     with mock.patch.dict(os.environ, {"HS_DECODE_NARROW": "0"}):
         yield

@@ -10,8 +10,8 @@ Rows, all in this process on the same prompts:
 - the same engine with one batched call per turn (every episode waits for the turn's slowest reply);
 - the same engine with torch's SDPA and sampler for the decode step instead of the compiled kernels
   (rl/decode_kernel.py: attention and sampler);
-- the same engine with its fp32 projections as `nn.Linear` computes them, not with the rows as
-  the narrow side (rl/decode.py `project`; only where the engine samples in fp32 on CPU);
+- the same engine with its fp32 projections as `nn.Linear` computes them (MKL's sgemm), not with
+  the compiled few-row kernel (rl/decode.py `project`; only where the engine samples in fp32 on CPU);
 - previous engine (model.generate per turn, fp32, the whole conversation prefilled each turn);
 - plain fp32 `model.generate` on the same N x K first-turn prompts, one call (first turn only).
 Tokens/s (sampled tokens over wall time) is the fair comparison. The rows run interleaved
@@ -144,7 +144,8 @@ def decode_step_profile(policy, batch: int, context: int) -> dict:
     # its shares, not its milliseconds, split the timed forward, so the parts add up to it
     scale = forward / profiled
     attention = scale * sum(v for k, v in ops.items() if "scaled_dot_product" in k or k == decode_kernel.PROFILER_NAME)
-    matmul = scale * sum(v for k, v in ops.items() if k in ("aten::mm", "aten::addmm", "aten::bmm"))
+    matmuls = ("aten::mm", "aten::addmm", "aten::bmm", decode_kernel.LINEAR_PROFILER_NAME)
+    matmul = scale * sum(v for k, v in ops.items() if k in matmuls)
     return {
         "forward": forward * 1000,
         "attention": attention,

@@ -56,32 +56,30 @@ class UnsupportedModel(PolicyError):
     """The model's architecture is not one the lean engine implements."""
 
 
-NARROW_ROWS = 64  # up to this many rows, an fp32 projection on CPU runs with the rows as the narrow side
+NARROW_ROWS = 48  # up to this many rows, an fp32 projection on CPU runs the compiled kernel (docs/results.md)
 
 
 def narrow_applies(weight: torch.Tensor) -> bool:
-    """Whether `project` may take the narrow layout for this weight (fp32 on CPU)."""
+    """Whether `project` may run the compiled few-row kernel for this weight (fp32 on CPU)."""
     return weight.device.type == "cpu" and weight.dtype == torch.float32
 
 
 def project(linear: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """`linear(x)`. For a few rows of fp32 on CPU (a decode step) it computes (W @ x^T)^T, the
-    same result up to rounding, which MKL's sgemm runs up to 3x faster at 8 rows and 1.6x at 32
-    for SmolLM2's 49,152 x 576 vocabulary on the AVX2 kind (docs/results.md). Any other module (a
-    LoRA layer, a quantised one) runs as it is. `HS_DECODE_NARROW=0` turns it off."""
+    """`linear(x)`. For a few rows of fp32 on CPU (a decode step) it runs rl/decode_linear.cpp,
+    the same result up to rounding, 1.2-2.5x faster than MKL's sgemm at 8-32 rows on the AVX2 kind
+    (docs/results.md). Any other module (a LoRA layer, a quantised one) runs as it is, as does
+    every projection where the kernel is not built. `HS_DECODE_NARROW=0` turns it off."""
     rows = x.numel() // x.shape[-1]
     if (
-        type(linear) is not torch.nn.Linear
-        or rows > NARROW_ROWS
-        or not narrow_applies(linear.weight)
-        or os.environ.get("HS_DECODE_NARROW", "1") == "0"
+        type(linear) is torch.nn.Linear
+        and rows <= NARROW_ROWS
+        and narrow_applies(linear.weight)
+        and os.environ.get("HS_DECODE_NARROW", "1") != "0"
     ):
-        return linear(x)
-    flat = x.reshape(rows, x.shape[-1]).t()
-    out = (
-        torch.mm(linear.weight, flat) if linear.bias is None else torch.addmm(linear.bias[:, None], linear.weight, flat)
-    )
-    return out.t().contiguous().view(*x.shape[:-1], -1)
+        out = decode_kernel.linear(x, linear.weight, linear.bias)
+        if out is not None:
+            return out
+    return linear(x)
 
 
 def require_supported(model) -> None:
@@ -165,10 +163,21 @@ def _draw(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(cumulative, u, right=True).squeeze(1).clamp(max=weights.shape[1] - 1)
 
 
+def folded_mask(mask: torch.Tensor, group: int, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask [b, 1, n, S] as `grouped_attention` uses it: additive (0 or -inf) over the
+    folded query positions [b, 1, group * n, S] (one query broadcasts). A forward builds it once
+    for all its layers; SDPA would otherwise convert the boolean mask in every layer (2-10% of a
+    prefill on the AVX2 kind, docs/results.md)."""
+    if group > 1 and mask.shape[2] > 1:
+        mask = mask.repeat(1, 1, group, 1)
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
 def grouped_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float
 ) -> torch.Tensor:
-    """Attention of q [b, Hq, n, D] over k, v [b, Hkv, S, D] (Hq a multiple of Hkv), mask [b, 1, n, S].
+    """Attention of q [b, Hq, n, D] over k, v [b, Hkv, S, D] (Hq a multiple of Hkv), mask [b, 1, n, S]
+    boolean or already `folded_mask`.
 
     The query heads that share a key/value head are folded into that head's query positions, so
     one attention runs per key/value head and the keys and values are never expanded. Query head
@@ -179,8 +188,8 @@ def grouped_attention(
     hkv = k.shape[1]
     group = hq // hkv
     folded = q.reshape(b, hkv, group * n, d)
-    if group > 1:
-        mask = mask.repeat(1, 1, group, 1) if n > 1 else mask  # [b, 1, group * n, S]; one query broadcasts
+    if mask.dtype == torch.bool:
+        mask = folded_mask(mask, group, q.dtype)
     out = F.scaled_dot_product_attention(folded, k, v, attn_mask=mask, scale=scale)
     return out.reshape(b, hq, n, d)
 
@@ -261,6 +270,8 @@ class DecodeEngine:
                     keys_, values = layer_kv[0, rows, :, :visible], layer_kv[1, rows, :, :visible]
                 else:
                     keys_, values = layer_kv[0, rows][:, :, :visible], layer_kv[1, rows][:, :, :visible]
+                if mask.dtype == torch.bool:  # once per forward, for every layer
+                    mask = folded_mask(mask, q.shape[1] // keys_.shape[1], q.dtype)
                 out = grouped_attention(q, keys_, values, mask, attn.scaling)
             else:
                 out = out[:, :, None]

@@ -115,7 +115,7 @@ def test_a_model_the_lean_engine_cannot_run_is_a_one_line_policy_error_naming_th
 def test_grouped_attention_equals_attention_with_the_key_value_heads_repeated(n):
     import torch.nn.functional as F
 
-    from rl.decode import grouped_attention
+    from rl.decode import folded_mask, grouped_attention
 
     torch.manual_seed(0)
     b, hq, hkv, d, s = 3, 6, 2, 8, 11
@@ -126,13 +126,16 @@ def test_grouped_attention_equals_attention_with_the_key_value_heads_repeated(n)
         q, k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1), attn_mask=mask, scale=0.3
     )
     assert torch.allclose(grouped_attention(q, k, v, mask, 0.3), expected, atol=1e-6)
+    folded = folded_mask(mask, hq // hkv, q.dtype)  # what a forward builds once for all its layers
+    assert folded.shape == (b, 1, hq // hkv * n if n > 1 else 1, s)
+    assert torch.equal(grouped_attention(q, k, v, folded, 0.3), grouped_attention(q, k, v, mask, 0.3))
 
 
 @pytest.mark.parametrize("bias", [False, True])
 def test_a_decode_steps_projection_computes_what_the_linear_layer_computes(bias, monkeypatch):
-    """rl/decode.py `project`: a few fp32 rows as (W @ x^T)^T, the linear layer's result up to
-    rounding; many rows, another module (a LoRA layer's own forward) or HS_DECODE_NARROW=0 run
-    the module itself."""
+    """rl/decode.py `project`: a few fp32 rows through the compiled kernel, the linear layer's
+    result up to rounding; many rows, another module (a LoRA layer's own forward) or
+    HS_DECODE_NARROW=0 run the module itself."""
     from rl.decode import NARROW_ROWS, project
 
     torch.manual_seed(0)

@@ -102,3 +102,29 @@ def test_turned_off_the_kernel_steps_aside_and_the_engine_samples_the_same_token
         assert sample() == with_kernel
     assert decode_kernel.available()
     assert sum(len(t) for t in with_kernel) > 20  # long enough replies that the decode path really ran
+
+
+@pytest.mark.parametrize(
+    "rows, outputs, depth, bias",
+    [(24, 576, 576, False), (5, 301, 45, True), (1, 2, 8, True), (33, 7, 1536, False), (0, 9, 16, False)],
+)
+def test_the_few_row_projection_is_the_linear_layers_product(rows, outputs, depth, bias):
+    """rl/decode_linear.cpp: tiles of 3 outputs x 4 rows and K in chunks of 8, with every remainder
+    (rows, outputs and depth not multiples of them) and a bias; the input a strided view of a wider
+    buffer, as a decode step's hidden states can be."""
+    torch.manual_seed(2)
+    linear = torch.nn.Linear(depth, outputs, bias=bias)
+    x = torch.randn(rows, 1, depth + 5)[..., 3 : 3 + depth]
+    out = decode_kernel.linear(x, linear.weight.detach(), None if linear.bias is None else linear.bias.detach())
+    assert out.shape == (rows, 1, outputs) and out.is_contiguous()
+    assert torch.allclose(out, linear(x).detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_the_few_row_projection_steps_aside_for_what_it_does_not_compute():
+    """bf16, a transposed (non-contiguous) weight: None, so `project` runs the module; a
+    mismatched width is refused before any read."""
+    weight = torch.randn(12, 8)
+    assert decode_kernel.linear(torch.randn(2, 8).bfloat16(), weight.bfloat16(), None) is None
+    assert decode_kernel.linear(torch.randn(2, 12), weight.t(), None) is None
+    with pytest.raises(ValueError, match="input of 9 features"):
+        decode_kernel.linear(torch.randn(2, 9), weight, None)
