@@ -66,7 +66,7 @@ def narrow_applies(weight: torch.Tensor) -> bool:
 
 def project(linear: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """`linear(x)`. For a few rows of fp32 on CPU (a decode step) it runs rl/decode_linear.cpp,
-    the same result up to rounding, 1.2-2.5x faster than MKL's sgemm at 8-32 rows on the AVX2 kind
+    the same result up to rounding, 1.1-2.3x faster than MKL's sgemm at 4-32 rows on the AVX2 kind
     (docs/results.md). Any other module (a LoRA layer, a quantised one) runs as it is, as does
     every projection where the kernel is not built. `HS_DECODE_NARROW=0` turns it off."""
     rows = x.numel() // x.shape[-1]

@@ -7,9 +7,9 @@ padded width (docs/results.md). `rl/decode_attention.cpp` reads each row's own f
 once, with the query heads of a key/value head together and an online softmax. The torch sampler
 (rl/decode.py) makes a dozen passes over the [rows, vocabulary] logits (10-22 ms a step at 32 x
 49,152 on 2 cores); `rl/decode_sampler.cpp` draws the same token in a few vector passes per row. MKL's fp32 sgemm
-runs a decode step's projections (8-32 rows against a weight of 192-49,152 outputs) at 15-60%
+runs a decode step's projections (8-32 rows against a weight of 192-49,152 outputs) at 10-30%
 of the matmul peak on the AVX2 kind; `rl/decode_linear.cpp` computes them from the weight in its
-own layout, tiles of dot products kept in registers, 1.2-2.5x faster there. No package
+own layout, tiles of dot products kept in registers, 1.1-2.3x faster there at 4-32 rows. No package
 that installs from PyPI for this torch does either on CPU, so the sources ship here and are
 compiled together on first use with the system's C++ compiler (about 3 s) for this machine's CPU
 (`-march=native`), into a cache keyed by the sources, the flags and the CPU (`HS_KERNEL_CACHE`,
@@ -213,7 +213,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> 
     depth = weight.shape[1]
     if x.shape[-1] != depth:
         raise ValueError(f"linear: input of {x.shape[-1]} features for a weight of {tuple(weight.shape)}")
-    rows = x.numel() // depth if depth else 0
+    if depth == 0:
+        return None
+    rows = x.numel() // depth
     flat = x.reshape(rows, depth)
     if flat.stride(-1) != 1:
         flat = flat.contiguous()

@@ -121,10 +121,11 @@ def test_the_few_row_projection_is_the_linear_layers_product(rows, outputs, dept
 
 
 def test_the_few_row_projection_steps_aside_for_what_it_does_not_compute():
-    """bf16, a transposed (non-contiguous) weight: None, so `project` runs the module; a
-    mismatched width is refused before any read."""
+    """bf16, a transposed (non-contiguous) weight, a weight of no inputs: None, so `project` runs
+    the module; a mismatched width is refused before any read."""
     weight = torch.randn(12, 8)
     assert decode_kernel.linear(torch.randn(2, 8).bfloat16(), weight.bfloat16(), None) is None
     assert decode_kernel.linear(torch.randn(2, 12), weight.t(), None) is None
+    assert decode_kernel.linear(torch.randn(2, 0), torch.randn(12, 0), None) is None
     with pytest.raises(ValueError, match="input of 9 features"):
         decode_kernel.linear(torch.randn(2, 9), weight, None)
