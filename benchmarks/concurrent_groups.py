@@ -48,7 +48,7 @@ from rl.rollout import RolloutSpec, run_rollouts  # noqa: E402
 from rl.transformers_policy import TransformersPolicy  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import describe, interleaved, measure, median, narrow_projections_apply, nn_linear_projections, spread  # noqa: E402
+from machine import describe, interleaved, kernel_projects_model, measure, median, nn_linear_projections, spread  # noqa: E402
 from rollout_throughput import default_model  # noqa: E402
 
 
@@ -151,13 +151,13 @@ def main() -> None:
         ),
         "merged per turn (before)": merged_per_turn,
     }
-    if narrow_projections_apply(inner.model):
+    if kernel_projects_model(inner.model):
 
-        def linear_layout() -> dict:
+        def with_nn_linear() -> dict:
             with nn_linear_projections():
                 return phase(policy, groups, sampling, args.max_rounds, counter)
 
-        rows["decode server, nn.Linear projections"] = linear_layout
+        rows["decode server, nn.Linear projections"] = with_nn_linear
     machine = measure(args.device)
     results = interleaved(rows, args.rounds)
     rates = {name: [{"rate": r["tokens"] / r["seconds"], **r} for r in runs] for name, runs in results.items()}

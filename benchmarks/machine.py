@@ -139,12 +139,12 @@ def spread(results: list[dict], key: str) -> str:
     return f"{min(values):.3g}-{max(values):.3g}"
 
 
-def narrow_projections_apply(model) -> bool:
+def kernel_projects_model(model) -> bool:
     """Whether a decode step computes this model's projections with the compiled few-row kernel
     (rl/decode.py `project`, rl/decode_linear.cpp)."""
-    from rl.decode import narrow_applies
+    from rl.decode import kernel_projects
 
-    return narrow_applies(next(model.parameters()))
+    return kernel_projects(next(model.parameters()))
 
 
 @contextmanager

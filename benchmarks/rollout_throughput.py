@@ -54,9 +54,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import (  # noqa: E402
     describe,
     interleaved,
+    kernel_projects_model,
     measure,
     median,
-    narrow_projections_apply,
     nn_linear_projections,
     spread,
 )
@@ -207,14 +207,14 @@ def main() -> None:
                 return engine_run(engine, specs, sampling, args.max_rounds)
 
         rows["same, SDPA + torch sampler"] = sdpa_attention
-    narrow = narrow_projections_apply(engine.model)
-    if narrow:
+    kernel_rows = kernel_projects_model(engine.model)
+    if kernel_rows:
 
-        def linear_layout() -> dict:
+        def with_nn_linear() -> dict:
             with nn_linear_projections():
                 return engine_run(engine, specs, sampling, args.max_rounds)
 
-        rows["same, nn.Linear projections"] = linear_layout
+        rows["same, nn.Linear projections"] = with_nn_linear
     if not args.skip_previous:
         rows["previous engine (hf, float32)"] = lambda: engine_run(fp32, specs, sampling, args.max_rounds)
     rows["plain fp32 generate, first turn"] = lambda: plain_generate(fp32, prompts, sampling)
@@ -245,7 +245,7 @@ def main() -> None:
     )
     print(f"engine time in the environment (all rollouts, summed, median): {median(first, 'env_s'):.3f} s")
     attentions = {"compiled kernels": nullcontext, "SDPA + torch sampler": decode_kernel.turned_off}
-    if narrow:
+    if kernel_rows:
         attentions["compiled kernels, nn.Linear projections"] = nn_linear_projections
     for (attention, off), context in itertools.product(attentions.items(), (512, 1536)):
         with off():

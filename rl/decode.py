@@ -56,10 +56,10 @@ class UnsupportedModel(PolicyError):
     """The model's architecture is not one the lean engine implements."""
 
 
-NARROW_ROWS = 48  # up to this many rows, an fp32 projection on CPU runs the compiled kernel (docs/results.md)
+KERNEL_ROWS = 48  # up to this many rows, an fp32 projection on CPU runs the compiled kernel (docs/results.md)
 
 
-def narrow_applies(weight: torch.Tensor) -> bool:
+def kernel_projects(weight: torch.Tensor) -> bool:
     """Whether `project` may run the compiled few-row kernel for this weight (fp32 on CPU)."""
     return weight.device.type == "cpu" and weight.dtype == torch.float32
 
@@ -72,8 +72,8 @@ def project(linear: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     rows = x.numel() // x.shape[-1]
     if (
         type(linear) is torch.nn.Linear
-        and rows <= NARROW_ROWS
-        and narrow_applies(linear.weight)
+        and rows <= KERNEL_ROWS
+        and kernel_projects(linear.weight)
         and os.environ.get("HS_DECODE_NARROW", "1") != "0"
     ):
         out = decode_kernel.linear(x, linear.weight, linear.bias)

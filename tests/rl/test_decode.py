@@ -136,11 +136,11 @@ def test_a_decode_steps_projection_computes_what_the_linear_layer_computes(bias,
     """rl/decode.py `project`: a few fp32 rows through the compiled kernel, the linear layer's
     result up to rounding; many rows, another module (a LoRA layer's own forward) or
     HS_DECODE_NARROW=0 run the module itself."""
-    from rl.decode import NARROW_ROWS, project
+    from rl.decode import KERNEL_ROWS, project
 
     torch.manual_seed(0)
     linear = torch.nn.Linear(48, 300, bias=bias)
-    few, many = torch.randn(5, 1, 48), torch.randn(NARROW_ROWS + 1, 48)
+    few, many = torch.randn(5, 1, 48), torch.randn(KERNEL_ROWS + 1, 48)
     assert torch.allclose(project(linear, few), linear(few), atol=1e-5)
     assert project(linear, few).shape == (5, 1, 300) and project(linear, few).is_contiguous()
     assert torch.equal(project(linear, many), linear(many))
