@@ -31,6 +31,8 @@ REPO = HERE.parent
 VARIANTS = {
     "default wait policy": {},
     "OMP_WAIT_POLICY=PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+    "GOMP_SPINCOUNT=10000": {"GOMP_SPINCOUNT": "10000"},
+    "GOMP_SPINCOUNT=100000": {"GOMP_SPINCOUNT": "100000"},
     "one thread": {"OMP_NUM_THREADS": "1"},
 }
 

@@ -17,8 +17,10 @@ Rows, all in this process on the same prompts:
 Tokens/s (sampled tokens over wall time) is the fair comparison. The rows run interleaved
 (A, B, C, A, B, C, ...) for `--rounds` rounds and each row's median is reported, beside the
 machine's CPU, bandwidth and matmul peaks measured in the same run (benchmarks/machine.py). The
-physical limit is the decode rate at which reading the weights once per step saturates the
-measured memory read bandwidth, times the batch; the engine's share of it is printed too. One
+physical limits are the decode rate at which reading the weights once per step saturates the
+measured memory read bandwidth, times the batch, and the rate at which the step's matmuls (2 FLOP
+per weight per sampled token) saturate the measured matmul peak of the engine's dtype; the engine's
+share of each, and of the lower one, is printed too. One
 decode step is then timed (with the compiled kernels, then with SDPA and the torch sampler, then with
 the kernels and `nn.Linear` projections where that row runs) at batch N x K
 and contexts 512 and 1,536 against reading the weights and that context's keys/values once.
@@ -224,6 +226,10 @@ def main() -> None:
 
     weight_bytes = sum(p.numel() * p.element_size() for p in engine.model.parameters())
     limit = machine["bandwidth"] / weight_bytes * len(specs)
+    # every weight is multiplied once per sampled token (the tied embedding as the output layer): 2 FLOP
+    step_flop = 2 * sum(p.numel() for p in engine.model.parameters()) * len(specs)
+    peak = machine["bf16_peak"] if engine.model.dtype == torch.bfloat16 else machine["fp32_peak"]
+    arithmetic = peak / step_flop * len(specs)
     plain = median(rates["plain fp32 generate, first turn"], "rate")
     print(describe(machine))
     print(
@@ -243,6 +249,11 @@ def main() -> None:
         f"engine weights {weight_bytes / 1e6:.0f} MB: weight-read decode limit {limit:.0f} tok/s at batch "
         f"{len(specs)}; the engine reaches {100 * median(first, 'rate') / limit:.1f}%"
     )
+    print(
+        f"arithmetic limit at the measured {engine.model.dtype} matmul peak {arithmetic:.0f} tok/s; the lower of the "
+        f"two limits, {min(limit, arithmetic):.0f} tok/s, is what a decode step can reach at batch {len(specs)}: "
+        f"the engine reaches {100 * median(first, 'rate') / min(limit, arithmetic):.1f}%"
+    )
     print(f"engine time in the environment (all rollouts, summed, median): {median(first, 'env_s'):.3f} s")
     attentions = {"compiled kernels": nullcontext, "SDPA + torch sampler": decode_kernel.turned_off}
     if kernel_rows:
@@ -256,7 +267,9 @@ def main() -> None:
             f"forward {p['forward']:.0f} ms (attention {p['attention']:.0f}, matmul {p['matmul']:.0f}, "
             f"other {p['other']:.0f}), sampler {p['sampler']:.0f} ms; "
             f"reading weights + keys/values once {ideal:.0f} ms: "
-            f"the step is {(p['forward'] + p['sampler']) / ideal:.1f}x that"
+            f"the step is {(p['forward'] + p['sampler']) / ideal:.1f}x that; "
+            f"its matmuls would take {step_flop / peak * 1000:.0f} ms at the matmul peak "
+            f"(they run at {step_flop / peak * 1000 / p['matmul']:.0%} of it)"
         )
 
 

@@ -47,6 +47,7 @@ from rl.decode_kernel import decode_attention
 from rl.decode_kernel import sample as sample_kernel
 from rl.kv_budget import CPU_KV_BUDGET_GIB, configured_kv_gib
 from rl.policy import PolicyError
+from rl.precision import cpu_has_amx
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
 NUCLEUS_PREFILTERS = (64, 1024, 1 << 30)  # top-k sizes tried in turn for the nucleus; the last is all
@@ -56,17 +57,22 @@ class UnsupportedModel(PolicyError):
     """The model's architecture is not one the lean engine implements."""
 
 
-KERNEL_ROWS = 48  # up to this many rows, an fp32 projection on CPU runs the compiled kernel (docs/results.md)
+KERNEL_ROWS = 48  # up to this many rows, a projection on CPU runs the compiled kernel (docs/results.md)
 
 
 def kernel_projects(weight: torch.Tensor) -> bool:
-    """Whether `project` may run the compiled few-row kernel for this weight (fp32 on CPU)."""
-    return weight.device.type == "cpu" and weight.dtype == torch.float32
+    """Whether `project` may run the compiled few-row kernel for this weight: on CPU, fp32, or bf16
+    where the CPU has AVX-512 BF16 but no AMX (there oneDNN's bf16 matmuls run on the matrix tiles,
+    and the kernel has not been measured against them: `HS_DECODE_NARROW=all` runs it anyway)."""
+    if weight.device.type != "cpu" or not decode_kernel.linear_built(weight.dtype):
+        return False
+    return weight.dtype != torch.bfloat16 or not cpu_has_amx() or os.environ.get("HS_DECODE_NARROW") == "all"
 
 
 def project(linear: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """`linear(x)`. For a few rows of fp32 on CPU (a decode step) it runs rl/decode_linear.cpp,
-    the same result up to rounding, 1.1-2.3x faster than MKL's sgemm at 4-32 rows on the AVX2 kind
+    """`linear(x)`. For a few rows on CPU (a decode step) it runs rl/decode_linear.cpp where
+    `kernel_projects` says so, the same result up to rounding: fp32 1.1-2.3x faster than MKL's sgemm
+    at 4-32 rows on the AVX2 kind, bf16 1.2-1.6x oneDNN's at 1-48 rows on the AVX-512 BF16 kind
     (docs/results.md). Any other module (a LoRA layer, a quantised one) runs as it is, as does
     every projection where the kernel is not built. `HS_DECODE_NARROW=0` turns it off."""
     rows = x.numel() // x.shape[-1]

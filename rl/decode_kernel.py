@@ -31,7 +31,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 
@@ -47,8 +47,16 @@ DTYPES = {torch.float32: 0, torch.bfloat16: 1}
 PROFILER_NAME = "hs::decode_attention"
 SAMPLER_PROFILER_NAME = "hs::sample"
 LINEAR_PROFILER_NAME = "hs::decode_linear"
+LINEAR_ENTRIES = {torch.float32: "hs_decode_linear", torch.bfloat16: "hs_decode_linear_bf16"}
+NOT_BUILT = 2  # what an entry returns where the compiler's target lacks its instructions
 _I64P = ctypes.POINTER(ctypes.c_int64)
 log = logging.getLogger(__name__)
+
+
+def _profiled(name: str):
+    """A profiler range named `name` while a profiler records (what the benchmarks count), else
+    nothing: entering a range costs about 10 us, a tenth of a small projection."""
+    return torch.profiler.record_function(name) if torch._C._autograd._profiler_enabled() else nullcontext()
 
 
 def _cpu_signature() -> str:
@@ -101,9 +109,11 @@ def _library():
     attention.argtypes += [ctypes.c_int64] * 4 + [ctypes.c_float, ctypes.c_void_p]
     sample.argtypes = [ctypes.c_int, ctypes.c_void_p] + [ctypes.c_int64] * 3 + [ctypes.c_float] * 2
     sample.argtypes += [ctypes.c_void_p] * 3
-    library.hs_decode_linear.argtypes = [ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 3
-    library.hs_decode_linear.argtypes += [ctypes.c_int64] * 4
-    attention.restype = sample.restype = library.hs_decode_linear.restype = ctypes.c_int
+    for entry in LINEAR_ENTRIES.values():
+        function = getattr(library, entry)
+        function.argtypes = [ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4
+        function.restype = ctypes.c_int
+    attention.restype = sample.restype = ctypes.c_int
     return library
 
 
@@ -118,6 +128,7 @@ def turned_off():
     before = os.environ.get("HS_DECODE_KERNEL")
     os.environ["HS_DECODE_KERNEL"] = "0"
     _library.cache_clear()
+    linear_built.cache_clear()
     try:
         yield
     finally:
@@ -126,6 +137,7 @@ def turned_off():
         else:
             os.environ["HS_DECODE_KERNEL"] = before
         _library.cache_clear()
+    linear_built.cache_clear()
 
 
 def decode_attention(
@@ -162,7 +174,7 @@ def decode_attention(
     out = torch.empty((b, hq, d), dtype=q.dtype)
     q_strides = (ctypes.c_int64 * 2)(q.stride(0), q.stride(1))
     kv_strides = (ctypes.c_int64 * 3)(k.stride(0), k.stride(1), k.stride(2))
-    with torch.profiler.record_function(PROFILER_NAME):  # what benchmarks/rollout_throughput.py counts as attention
+    with _profiled(PROFILER_NAME):  # what benchmarks/rollout_throughput.py counts as attention
         status = library.hs_decode_attention(
             DTYPES[q.dtype], q.data_ptr(), q_strides, k.data_ptr(), v.data_ptr(), kv_strides,
             ctypes.cast(lengths.data_ptr(), _I64P), row_map, b, hq, k.shape[1], d, float(scale), out.data_ptr(),
@@ -190,7 +202,7 @@ def sample(
     if uniforms.shape != (rows,):
         raise ValueError(f"sample: {tuple(uniforms.shape)} uniforms for {rows} rows of logits; give one per row")
     tokens, logps = torch.empty(rows, dtype=torch.int64), torch.empty(rows, dtype=torch.float32)
-    with torch.profiler.record_function(SAMPLER_PROFILER_NAME):
+    with _profiled(SAMPLER_PROFILER_NAME):
         status = library.hs_sample(
             DTYPES[logits.dtype], logits.data_ptr(), rows, vocab, logits.stride(0), float(temperature), float(top_p),
             uniforms.data_ptr(), tokens.data_ptr(), logps.data_ptr(),
@@ -198,16 +210,27 @@ def sample(
     return (tokens, logps) if status == 0 else None
 
 
+@lru_cache(maxsize=None)
+def linear_built(dtype: torch.dtype) -> bool:
+    """Whether the few-row projection kernel is built for this dtype here (bf16 needs AVX-512 BF16)."""
+    library = _library()
+    if library is None or dtype not in LINEAR_ENTRIES:
+        return False
+    return getattr(library, LINEAR_ENTRIES[dtype])(None, 0, None, None, None, 0, 0, 0, 0) != NOT_BUILT
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
-    """x [..., K] @ weight [N, K]^T + bias, fp32 on CPU, for a decode step's few rows; None where
-    the kernel does not apply (another dtype or device, a weight not contiguous, no compiler)."""
+    """x [..., K] @ weight [N, K]^T + bias on CPU, fp32 or bf16 (where AVX-512 BF16 is), for a decode
+    step's few rows; None where the kernel does not apply (another dtype or device, a weight not
+    contiguous, no compiler)."""
     library = _library()
     if (
         library is None
         or x.device.type != "cpu"
-        or not (x.dtype == weight.dtype == torch.float32)
+        or x.dtype != weight.dtype
+        or not linear_built(weight.dtype)
         or not weight.is_contiguous()
-        or (bias is not None and (bias.dtype != torch.float32 or not bias.is_contiguous()))
+        or (bias is not None and (bias.dtype != weight.dtype or not bias.is_contiguous()))
     ):
         return None
     depth = weight.shape[1]
@@ -216,13 +239,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> 
     if depth == 0:
         return None
     rows = x.numel() // depth
-    flat = x.reshape(rows, depth)
-    if flat.stride(-1) != 1:
-        flat = flat.contiguous()
-    out = torch.empty((rows, weight.shape[0]), dtype=torch.float32)
-    with torch.profiler.record_function(LINEAR_PROFILER_NAME):
-        status = library.hs_decode_linear(
-            flat.data_ptr(), flat.stride(0), weight.data_ptr(), None if bias is None else bias.data_ptr(),
-            out.data_ptr(), out.stride(0), rows, weight.shape[0], depth,
+    flat = x if x.is_contiguous() else x.reshape(rows, depth).contiguous()  # rows `depth` apart
+    out = torch.empty((*x.shape[:-1], weight.shape[0]), dtype=weight.dtype)
+    with _profiled(LINEAR_PROFILER_NAME):
+        status = getattr(library, LINEAR_ENTRIES[weight.dtype])(
+            flat.data_ptr(), depth, weight.data_ptr(), None if bias is None else bias.data_ptr(),
+            out.data_ptr(), weight.shape[0], rows, weight.shape[0], depth,
         )  # fmt: skip
-    return out.view(*x.shape[:-1], weight.shape[0]) if status == 0 else None
+    return out if status == 0 else None

@@ -26,6 +26,12 @@ def cpu_has_fast_bf16() -> bool:
     return any(f in cpuinfo().split() for f in ("amx_bf16", "avx512_bf16"))
 
 
+@lru_cache(maxsize=1)
+def cpu_has_amx() -> bool:
+    """AMX tiles for bf16 (Linux /proc/cpuinfo flags): oneDNN's bf16 matmuls run on them."""
+    return "amx_bf16" in cpuinfo().split()
+
+
 def precision_record(device: str, **dtypes: str) -> dict:
     """What a model was trained or sampled in, for its provenance: each named dtype resolved
     ('auto' gives bf16 on one machine and fp32 on another under the same checkpoint name), the

@@ -104,27 +104,45 @@ def test_turned_off_the_kernel_steps_aside_and_the_engine_samples_the_same_token
     assert sum(len(t) for t in with_kernel) > 20  # long enough replies that the decode path really ran
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(
     "rows, outputs, depth, bias",
-    [(24, 576, 576, False), (5, 301, 45, True), (1, 2, 8, True), (33, 7, 1536, False), (0, 9, 16, False)],
+    [
+        (24, 576, 576, False),
+        (5, 301, 45, True),
+        (1, 2, 8, True),
+        (33, 7, 1536, False),
+        (8, 192, 40, True),
+        (0, 9, 16, False),
+    ],
 )
-def test_the_few_row_projection_is_the_linear_layers_product(rows, outputs, depth, bias):
-    """rl/decode_linear.cpp: tiles of 3 outputs x 4 rows and K in chunks of 8, with every remainder
-    (rows, outputs and depth not multiples of them) and a bias; the input a strided view of a wider
-    buffer, as a decode step's hidden states can be."""
+def test_the_few_row_projection_is_the_linear_layers_product(dtype, rows, outputs, depth, bias):
+    """rl/decode_linear.cpp: fp32 tiles of 3 outputs x 4 rows with K in chunks of 8, bf16 tiles of
+    4 x 4 with K in chunks of 32, with every remainder (rows, outputs and depth not multiples of them)
+    and a bias; the input a strided view of a wider buffer, as a decode step's hidden states can be.
+    bf16 sums stay fp32 and each output is rounded once, so it is the fp32 product of the same bf16
+    operands within bf16's rounding."""
+    if not decode_kernel.linear_built(dtype):
+        pytest.skip(f"the few-row kernel is not built for {dtype} on this CPU (bf16 needs AVX-512 BF16)")
     torch.manual_seed(2)
-    linear = torch.nn.Linear(depth, outputs, bias=bias)
-    x = torch.randn(rows, 1, depth + 5)[..., 3 : 3 + depth]
+    linear = torch.nn.Linear(depth, outputs, bias=bias).to(dtype)
+    x = torch.randn(rows, 1, depth + 5, dtype=dtype)[..., 3 : 3 + depth]
     out = decode_kernel.linear(x, linear.weight.detach(), None if linear.bias is None else linear.bias.detach())
-    assert out.shape == (rows, 1, outputs) and out.is_contiguous()
-    assert torch.allclose(out, linear(x).detach(), atol=1e-5, rtol=1e-5)
+    assert out.shape == (rows, 1, outputs) and out.is_contiguous() and out.dtype == dtype
+    exact = torch.nn.functional.linear(
+        x.double(), linear.weight.detach().double(), None if linear.bias is None else linear.bias.detach().double()
+    )
+    tolerance = 1e-5 if dtype == torch.float32 else 2**-8
+    assert torch.allclose(out.double(), exact, atol=tolerance, rtol=tolerance)
 
 
 def test_the_few_row_projection_steps_aside_for_what_it_does_not_compute():
-    """bf16, a transposed (non-contiguous) weight, a weight of no inputs: None, so `project` runs
-    the module; a mismatched width is refused before any read."""
+    """fp16, an input of another dtype than the weight, a transposed (non-contiguous) weight, a
+    weight of no inputs: None, so `project` runs the module; a mismatched width is refused before
+    any read."""
     weight = torch.randn(12, 8)
-    assert decode_kernel.linear(torch.randn(2, 8).bfloat16(), weight.bfloat16(), None) is None
+    assert decode_kernel.linear(torch.randn(2, 8).half(), weight.half(), None) is None
+    assert decode_kernel.linear(torch.randn(2, 8), weight.bfloat16(), None) is None
     assert decode_kernel.linear(torch.randn(2, 12), weight.t(), None) is None
     assert decode_kernel.linear(torch.randn(2, 0), torch.randn(12, 0), None) is None
     with pytest.raises(ValueError, match="input of 9 features"):
