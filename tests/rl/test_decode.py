@@ -155,6 +155,25 @@ def test_a_decode_steps_projection_computes_what_the_linear_layer_computes(bias,
     assert torch.equal(project(linear, few), linear(few))
 
 
+def test_bf16_projections_take_the_kernel_only_where_it_was_measured_to_pay(monkeypatch):
+    """`kernel_projects`: fp32 on CPU always; bf16 where the kernel is built (AVX-512 BF16) and the
+    CPU has no AMX, whose oneDNN tiles the kernel has not been measured against, unless
+    HS_DECODE_NARROW=all asks for it; never a tensor of another dtype."""
+    from rl import decode, decode_kernel
+
+    bf16, fp32 = torch.zeros(4, 4, dtype=torch.bfloat16), torch.zeros(4, 4)
+    built = decode_kernel.linear_built(torch.bfloat16)
+    assert decode.kernel_projects(fp32) == decode_kernel.available()
+    assert not decode.kernel_projects(torch.zeros(4, 4, dtype=torch.float16))
+    monkeypatch.setattr(decode, "cpu_has_amx", lambda: False)
+    assert decode.kernel_projects(bf16) == built
+    monkeypatch.setattr(decode, "cpu_has_amx", lambda: True)
+    assert not decode.kernel_projects(bf16)
+    assert decode.kernel_projects(fp32) == decode_kernel.available()
+    monkeypatch.setenv("HS_DECODE_NARROW", "all")
+    assert decode.kernel_projects(bf16) == built
+
+
 def _observe(policy, session, turn: int, index: int) -> None:
     """What the environment appends after a reply; session 2 has its context replaced once, as
     a history window does."""
