@@ -3,13 +3,15 @@
 // attention) are served together, so each key and value of the row's own filled slots
 // [0, lengths[b]) is read once, in blocks of kBlock slots with an online softmax (the running
 // maximum and sum are rescaled per block). Work is split over (row, key/value head) pairs by
-// OpenMP: the runtime torch already loaded, so torch's thread count applies.
+// rl/decode_pool.cpp's helper threads, as many as torch's OpenMP thread count.
 // dtype 0 is float32 and 1 is bfloat16 (rounded to nearest even on output); the arithmetic is float32.
 #include <cstdint>
 #include <cstring>
 #include <cmath>
 #include <algorithm>
 #include <limits>
+
+#include "decode_pool.h"
 
 namespace {
 constexpr int64_t kBlock = 64;
@@ -90,14 +92,13 @@ void run(const void* q, const int64_t* qs, const void* k, const void* v, const i
   const T* kp = static_cast<const T*>(k);
   const T* vp = static_cast<const T*>(v);
   T* op = static_cast<T*>(out);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t task = 0; task < batch * kv_heads; ++task) {
+  parallel_ranges(batch * kv_heads, batch * kv_heads, true, [&](int64_t task) {
     const int64_t b = task / kv_heads, h = task % kv_heads;
     const int64_t r = rows ? rows[b] : b;  // the buffer row query b reads
     auto body = dim == 64 ? attend<T, 64> : dim == 128 ? attend<T, 128> : attend<T, 0>;
     body(qp + b * qs[0] + h * group * qs[1], qs[1], kp + r * ks[0] + h * ks[1], vp + r * ks[0] + h * ks[1],
               ks[2], lengths[b], group, dim, scale, op + (b * q_heads + h * group) * dim, dim);
-  }
+  });
 }
 }  // namespace
 

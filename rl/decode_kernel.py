@@ -40,9 +40,20 @@ import torch
 from rl.precision import cpuinfo
 
 SOURCES = tuple(
-    Path(__file__).with_name(name) for name in ("decode_attention.cpp", "decode_sampler.cpp", "decode_linear.cpp")
+    Path(__file__).with_name(name)
+    for name in ("decode_attention.cpp", "decode_sampler.cpp", "decode_linear.cpp", "decode_pool.cpp")
 )
-FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-ffast-math", "-fopenmp", "-shared", "-fPIC")
+HEADERS = (Path(__file__).with_name("decode_pool.h"),)  # included by the sources: part of the cache key
+FLAGS = (
+    "-std=c++20",
+    "-O3",
+    "-march=native",
+    "-mprefer-vector-width=512",
+    "-ffast-math",
+    "-fopenmp",
+    "-shared",
+    "-fPIC",
+)
 DTYPES = {torch.float32: 0, torch.bfloat16: 1}
 PROFILER_NAME = "hs::decode_attention"
 SAMPLER_PROFILER_NAME = "hs::sample"
@@ -91,7 +102,9 @@ def _library():
         )
         return None
     key = hashlib.sha256(
-        "\0".join([*(source.read_text() for source in SOURCES), " ".join(FLAGS), compiler, _cpu_signature()]).encode()
+        "\0".join(
+            [*(source.read_text() for source in SOURCES + HEADERS), " ".join(FLAGS), compiler, _cpu_signature()]
+        ).encode()
     ).hexdigest()[:16]
     target = _cache_dir() / f"decode_kernels-{key}.so"
     try:

@@ -15,12 +15,15 @@
 // reports so.
 #include <cstdint>
 #include <cstring>
+
+#include "decode_pool.h"
 #if defined(__AVX512BF16__)
 #include <immintrin.h>
 #endif
 
 namespace {
 
+constexpr int64_t kChunks = 16;  // ranges of weight tiles claimed one at a time, so a late thread still shares
 constexpr int kLanes = 8;            // floats in one 256-bit vector (AVX2; AVX-512 machines run it too)
 constexpr int kWeightRows = 3;       // divides SmolLM2's 576, 192, 1,536 and 49,152 outputs
 constexpr int kInputRows = 4;        // divides the usual 8, 16, 24, 32 rows of a decode step
@@ -92,8 +95,8 @@ extern "C" int hs_decode_linear(const float* x, int64_t x_stride, const float* w
   if (rows < 0 || outputs < 0 || depth < 0 || x_stride < depth || y_stride < outputs) return 1;
   const Problem p{x, x_stride, w, bias, y, y_stride, rows, outputs, depth};
   const int64_t tiles = outputs / kWeightRows;
-#pragma omp parallel for schedule(static) if (rows * outputs * depth >= kThreadedMacs)
-  for (int64_t t = 0; t < tiles; ++t) weight_rows<kWeightRows>(p, t * kWeightRows);
+  parallel_ranges(tiles, kChunks, rows * outputs * depth >= kThreadedMacs,
+                  [&p](int64_t t) { weight_rows<kWeightRows>(p, t * kWeightRows); });
   for (int64_t n0 = tiles * kWeightRows; n0 < outputs; ++n0) weight_rows<1>(p, n0);
   return 0;
 }
@@ -215,8 +218,8 @@ extern "C" int hs_decode_linear_bf16(const uint16_t* x, int64_t x_stride, const 
   if (rows < 0 || outputs < 0 || depth < 0 || x_stride < depth || y_stride < outputs) return 1;
   const Bf16Problem p{x, x_stride, w, bias, y, y_stride, rows, outputs, depth};
   const int64_t tiles = outputs / kBf16WeightRows;
-#pragma omp parallel for schedule(static) if (rows * outputs * depth >= kBf16ThreadedMacs)
-  for (int64_t t = 0; t < tiles; ++t) bf16_weight_rows<kBf16WeightRows>(p, t * kBf16WeightRows);
+  parallel_ranges(tiles, kChunks, rows * outputs * depth >= kBf16ThreadedMacs,
+                  [&p](int64_t t) { bf16_weight_rows<kBf16WeightRows>(p, t * kBf16WeightRows); });
   for (int64_t n0 = tiles * kBf16WeightRows; n0 < outputs; ++n0) bf16_weight_rows<1>(p, n0);
   return 0;
 #else

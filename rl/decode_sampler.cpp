@@ -14,7 +14,7 @@
 // total it always is (the tokens below hold less than 1 - top_p), and tau = 0 takes every token.
 // Built with -ffast-math: non-finite logits are found by their bits (temperature divides as a
 // multiplication by its inverse). A row with a NaN or +inf logit gets the first such token and a
-// NaN log-prob; -inf logits have weight 0. Rows run in parallel (OpenMP, torch's runtime and
+// NaN log-prob; -inf logits have weight 0. Rows run in parallel (rl/decode_pool.cpp, OpenMP's
 // thread count), each thread on its own weights buffer, kept between calls.
 #include <algorithm>
 #include <cmath>
@@ -22,6 +22,8 @@
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include "decode_pool.h"
 
 namespace {
 
@@ -141,16 +143,13 @@ template <typename T>
 void run(const void* logits, int64_t rows, int64_t vocab, int64_t row_stride, float temperature, float top_p,
          const float* uniforms, int64_t* tokens, float* logps) {
   const T* base = static_cast<const T*>(logits);
-#pragma omp parallel
-  {
-    thread_local std::vector<float> weights;
+  parallel_ranges(rows, rows, true, [&](int64_t r) {
+    thread_local std::vector<float> weights;  // each thread's own scratch, kept between calls
     thread_local std::vector<int64_t> kept;
     if (int64_t(weights.size()) < vocab) weights.resize(vocab);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t r = 0; r < rows; ++r)
-      sample_row(base + r * row_stride, vocab, temperature, top_p, uniforms[r], weights.data(), kept, tokens + r,
-                 logps + r);
-  }
+    sample_row(base + r * row_stride, vocab, temperature, top_p, uniforms[r], weights.data(), kept, tokens + r,
+               logps + r);
+  });
 }
 }  // namespace
 

@@ -147,3 +147,46 @@ def test_the_few_row_projection_steps_aside_for_what_it_does_not_compute():
     assert decode_kernel.linear(torch.randn(2, 0), torch.randn(12, 0), None) is None
     with pytest.raises(ValueError, match="input of 9 features"):
         decode_kernel.linear(torch.randn(2, 9), weight, None)
+
+
+def test_the_kernels_helper_threads_serve_concurrent_callers_and_forked_children():
+    """rl/decode_pool.cpp: projections large enough to be split over the helper threads, from four
+    Python threads at once (one shares its call with the helpers, the others run theirs alone) and
+    then in a forked child (whose parent's helpers do not exist there), each equal to the linear
+    layer's product."""
+    import multiprocessing
+    import threading
+
+    torch.manual_seed(3)
+    weight, x = torch.randn(1536, 576), torch.randn(24, 576)
+    expected = torch.nn.functional.linear(x, weight)
+    if decode_kernel.linear(x, weight, None) is None:
+        pytest.skip("the decode kernels are not built here (no C++ compiler)")
+    failures = []
+
+    def caller():
+        for _ in range(50):
+            if not torch.allclose(decode_kernel.linear(x, weight, None), expected, atol=1e-4):
+                failures.append("wrong product")
+
+    threads = [threading.Thread(target=caller) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures and not any(thread.is_alive() for thread in threads)
+
+    child = multiprocessing.get_context("fork").Process(target=_forked_projection, args=(x, weight, expected))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == 0
+
+
+def _forked_projection(x, weight, expected):
+    """In the child, no torch operation that OpenMP would split: after a fork, OpenMP's own threads
+    are gone and its next parallel region waits for them forever (torch's as well as a kernel's)."""
+    out = decode_kernel.linear(x, weight, None)
+    close = out is not None and all(
+        abs(a - b) <= 1e-4 for a, b in zip(out.flatten().tolist(), expected.flatten().tolist())
+    )
+    raise SystemExit(0 if close else 1)
