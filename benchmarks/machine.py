@@ -148,6 +148,14 @@ def kernel_projects_model(model) -> bool:
 
 
 @contextmanager
+def kernels_on_openmp():
+    """Inside the block the decode kernels split their work with OpenMP's parallel regions, as before
+    rl/decode_pool.cpp (HS_DECODE_POOL=0, read on every kernel call)."""
+    with mock.patch.dict(os.environ, {"HS_DECODE_POOL": "0"}):
+        yield
+
+
+@contextmanager
 def nn_linear_projections():
     """Inside the block a decode step's projections run as `nn.Linear` computes them (HS_DECODE_NARROW=0)."""
     with mock.patch.dict(os.environ, {"HS_DECODE_NARROW": "0"}):

@@ -10,8 +10,11 @@ Rows, all in this process on the same prompts:
 - the same engine with one batched call per turn (every episode waits for the turn's slowest reply);
 - the same engine with torch's SDPA and sampler for the decode step instead of the compiled kernels
   (rl/decode_kernel.py: attention and sampler);
-- the same engine with its fp32 projections as `nn.Linear` computes them (MKL's sgemm), not with
-  the compiled few-row kernel (rl/decode.py `project`; only where the engine samples in fp32 on CPU);
+- the same engine with the kernels' work split by OpenMP's parallel regions instead of their own
+  helper threads (rl/decode_pool.cpp);
+- the same engine with its projections as `nn.Linear` computes them (MKL's sgemm, oneDNN in bf16),
+  not with the compiled few-row kernel (rl/decode.py `project`; only where that kernel runs for
+  the engine's dtype on this CPU);
 - previous engine (model.generate per turn, fp32, the whole conversation prefilled each turn);
 - plain fp32 `model.generate` on the same N x K first-turn prompts, one call (first turn only).
 Tokens/s (sampled tokens over wall time) is the fair comparison. The rows run interleaved
@@ -57,6 +60,7 @@ from machine import (  # noqa: E402
     describe,
     interleaved,
     kernel_projects_model,
+    kernels_on_openmp,
     measure,
     median,
     nn_linear_projections,
@@ -209,6 +213,12 @@ def main() -> None:
                 return engine_run(engine, specs, sampling, args.max_rounds)
 
         rows["same, SDPA + torch sampler"] = sdpa_attention
+
+        def openmp_threads() -> dict:
+            with kernels_on_openmp():
+                return engine_run(engine, specs, sampling, args.max_rounds)
+
+        rows["same, kernels on OpenMP threads"] = openmp_threads
     kernel_rows = kernel_projects_model(engine.model)
     if kernel_rows:
 

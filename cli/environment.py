@@ -5,7 +5,8 @@ instead of spinning while they wait (`OMP_WAIT_POLICY=PASSIVE`, read once when t
 these 2-core machines a spinning thread keeps its core from the thread it waits for whenever
 another process (a sandbox, the database, a neighbour) holds the other core, and a decode step
 then waits out scheduler time slices, 20x slower (benchmarks/omp_wait.py, docs/results.md; on
-an idle machine it costs a third of decode speed). A value already set wins (`OMP_WAIT_POLICY=ACTIVE`
+an idle machine it cost a third of decode speed until the decode kernels got helper threads of
+their own, rl/decode_pool.cpp: now about 6%). A value already set wins (`OMP_WAIT_POLICY=ACTIVE`
 makes them spin).
 
 oneDNN's compiled matrix kernels are cached per shape (torch's bf16 matmuls on CPU go through
