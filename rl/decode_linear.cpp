@@ -15,6 +15,7 @@
 // reports so.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "decode_pool.h"
 #if defined(__AVX512BF16__)
@@ -24,6 +25,19 @@
 namespace {
 
 constexpr int64_t kChunks = 16;  // ranges of weight tiles claimed one at a time, so a late thread still shares
+// Checks the sizes, then runs weight_rows(W, n0) for every tile of W weight rows (split over the
+// threads when the product has at least `threaded_macs` multiply-adds) and weight_rows(1, n0) for
+// the rows left over. 1 for sizes that do not fit together, else 0.
+template <int W, class P, class WeightRows>
+int all_weight_rows(const P& p, int64_t threaded_macs, WeightRows weight_rows) {
+  if (p.rows < 0 || p.outputs < 0 || p.depth < 0 || p.x_stride < p.depth || p.y_stride < p.outputs) return 1;
+  const int64_t tiles = p.outputs / W;
+  parallel_ranges(tiles, kChunks, p.rows * p.outputs * p.depth >= threaded_macs,
+                  [&](int64_t t) { weight_rows(std::integral_constant<int, W>{}, t * W); });
+  for (int64_t n0 = tiles * W; n0 < p.outputs; ++n0) weight_rows(std::integral_constant<int, 1>{}, n0);
+  return 0;
+}
+
 constexpr int kLanes = 8;            // floats in one 256-bit vector (AVX2; AVX-512 machines run it too)
 constexpr int kWeightRows = 3;       // divides SmolLM2's 576, 192, 1,536 and 49,152 outputs
 constexpr int kInputRows = 4;        // divides the usual 8, 16, 24, 32 rows of a decode step
@@ -92,13 +106,9 @@ void weight_rows(const Problem& p, int64_t n0) {
 
 extern "C" int hs_decode_linear(const float* x, int64_t x_stride, const float* w, const float* bias, float* y,
                                 int64_t y_stride, int64_t rows, int64_t outputs, int64_t depth) {
-  if (rows < 0 || outputs < 0 || depth < 0 || x_stride < depth || y_stride < outputs) return 1;
   const Problem p{x, x_stride, w, bias, y, y_stride, rows, outputs, depth};
-  const int64_t tiles = outputs / kWeightRows;
-  parallel_ranges(tiles, kChunks, rows * outputs * depth >= kThreadedMacs,
-                  [&p](int64_t t) { weight_rows<kWeightRows>(p, t * kWeightRows); });
-  for (int64_t n0 = tiles * kWeightRows; n0 < outputs; ++n0) weight_rows<1>(p, n0);
-  return 0;
+  return all_weight_rows<kWeightRows>(
+      p, kThreadedMacs, [&p](auto tile, int64_t n0) { weight_rows<decltype(tile)::value>(p, n0); });
 }
 
 #if defined(__AVX512BF16__)
@@ -215,13 +225,9 @@ void bf16_weight_rows(const Bf16Problem& p, int64_t n0) {
 extern "C" int hs_decode_linear_bf16(const uint16_t* x, int64_t x_stride, const uint16_t* w, const uint16_t* bias,
                                      uint16_t* y, int64_t y_stride, int64_t rows, int64_t outputs, int64_t depth) {
 #if defined(__AVX512BF16__)
-  if (rows < 0 || outputs < 0 || depth < 0 || x_stride < depth || y_stride < outputs) return 1;
   const Bf16Problem p{x, x_stride, w, bias, y, y_stride, rows, outputs, depth};
-  const int64_t tiles = outputs / kBf16WeightRows;
-  parallel_ranges(tiles, kChunks, rows * outputs * depth >= kBf16ThreadedMacs,
-                  [&p](int64_t t) { bf16_weight_rows<kBf16WeightRows>(p, t * kBf16WeightRows); });
-  for (int64_t n0 = tiles * kBf16WeightRows; n0 < outputs; ++n0) bf16_weight_rows<1>(p, n0);
-  return 0;
+  return all_weight_rows<kBf16WeightRows>(
+      p, kBf16ThreadedMacs, [&p](auto tile, int64_t n0) { bf16_weight_rows<decltype(tile)::value>(p, n0); });
 #else
   (void)x, (void)x_stride, (void)w, (void)bias, (void)y, (void)y_stride, (void)rows, (void)outputs, (void)depth;
   return 2;  // not built for this CPU: no AVX-512 BF16
