@@ -12,8 +12,9 @@ Rows, in this process on the same groups and seeds:
   as soon as rows are free and the group gets its replies as soon as they are complete;
 - merged per turn (rl/batching.py, the pipeline before): concurrent calls wait for the running one,
   then run as one call, and every group in it waits for the call's slowest reply;
-- where the engine samples in fp32 on CPU, the decode server with its projections as `nn.Linear`
-  computes them, not with the compiled few-row kernel (rl/decode.py `project`).
+- where the compiled few-row kernel runs for the engine's dtype on this CPU (fp32; bf16 with
+  AVX-512 BF16 and no AMX), the decode server with its projections as `nn.Linear` computes them
+  instead (rl/decode.py `project`).
 Both draw every sequence from the same stream, so they sample the same episodes up to rounding.
 Beside tokens/s, each row's decode steps and rows decoding per step are counted: where a step
 costs about the same at any batch (a GPU, bf16 matrix units), fewer steps for the same tokens is
